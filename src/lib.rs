@@ -1,0 +1,4 @@
+//! toolrouter: routes LLM tool calls (see README.md and SPEC).
+pub mod catalog;
+pub mod pb;
+pub mod search;

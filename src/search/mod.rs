@@ -1,0 +1,44 @@
+//! Deterministic local search over a version's grouped tools (SPEC §5).
+//!
+//! The index is built once per immutable version and cached with the compiled catalog; a
+//! query never rescans schemas.
+
+pub mod fields;
+pub mod keyword;
+pub mod naive;
+pub mod natural;
+pub mod tokenize;
+
+/// What the index knows of one grouped tool. Documents are numbered by their position in the
+/// slice given to the index builder.
+#[derive(Debug, Clone, Default)]
+pub struct SearchDoc {
+    /// (1) local tool name.
+    pub name: String,
+    /// (2) the full tool description.
+    pub description: String,
+    /// (3) the group identifier.
+    pub group: String,
+    /// The canonical (registered) name, e.g. `my_utools__select`; used for exact-name
+    /// matches and as the final tie-break (bytewise ascending).
+    pub canonical: String,
+    /// (4) input property names at any depth (see `fields::schema_fields`).
+    pub property_names: Vec<String>,
+    /// (5) every `description` string inside the input schema.
+    pub schema_descriptions: Vec<String>,
+    /// (6) `additional_search_text` (ranking only, never shown).
+    pub additional_search_text: String,
+}
+
+/// One ranked candidate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Hit {
+    /// Index of the document in the slice the index was built from.
+    pub doc: u32,
+    /// The query equals the local or canonical name (trimmed, case-insensitive).
+    pub exact: bool,
+    /// Number of distinct query keywords that matched.
+    pub matched: u32,
+    /// Sum of the matched keywords' strength points.
+    pub score: u32,
+}

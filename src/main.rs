@@ -1,1 +1,5 @@
-fn main(){}
+use clap::Parser;
+
+fn main() -> anyhow::Result<()> {
+    toolrouter::cli::run(toolrouter::config::Cli::parse())
+}

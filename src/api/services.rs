@@ -1,0 +1,390 @@
+//! The gRPC services: proto in, domain call, proto out. No domain logic here.
+
+use std::sync::Arc;
+
+use prost::Message;
+use tonic::{Request, Response, Status};
+
+use super::convert::{self, pb_entry, pb_version, run_context, timestamp};
+use super::status::{discovery_status, invalid, to_status};
+use crate::control::discovery::{self, Detail, DetailRequest, DiscoverRequest, DiscoveryError, ListToolsRequest};
+use crate::control::ModelToolKind;
+use crate::invoke::{self, DeferredKind, Outcome, Resolution, Router};
+use crate::pb;
+use crate::registry::Registry;
+
+/// The tenant of a request. Authentication is not configured in this build, so every caller
+/// is the `default` tenant (SPEC §2).
+fn tenant<T>(_req: &Request<T>) -> String {
+    "default".to_string()
+}
+
+fn agent_ref(r: Option<pb::AgentRef>) -> Result<pb::AgentRef, Status> {
+    let r = r.unwrap_or_default();
+    if r.agent_id.is_empty() {
+        return Err(invalid("agent.agent_id", "name the agent"));
+    }
+    Ok(r)
+}
+
+#[derive(Clone)]
+pub struct RegistryService {
+    pub registry: Arc<Registry>,
+}
+
+#[tonic::async_trait]
+impl pb::agent_registry_server::AgentRegistry for RegistryService {
+    async fn create_agent_version(&self, req: Request<pb::CreateAgentVersionRequest>) -> Result<Response<pb::AgentVersion>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let size = r.definition.as_ref().map(|d| d.encoded_len()).unwrap_or(0);
+        let def = convert::definition(r.definition.ok_or_else(|| invalid("definition", "a definition is required"))?)
+            .map_err(to_status)?;
+        let v = self.registry.create_version(&t, &r.agent_id, &def, r.make_default, size).await.map_err(to_status)?;
+        Ok(Response::new(pb_version(&v)))
+    }
+
+    async fn get_agent_version(&self, req: Request<pb::GetAgentVersionRequest>) -> Result<Response<pb::AgentVersion>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let v = self.registry.get_version(&t, &r.agent_id, r.version).await.map_err(to_status)?;
+        Ok(Response::new(pb_version(&v)))
+    }
+
+    async fn list_agents(&self, req: Request<pb::ListAgentsRequest>) -> Result<Response<pb::ListAgentsResponse>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let (rows, next) = self.registry.list_agents(&t, &r.page_token, r.page_size).await.map_err(to_status)?;
+        Ok(Response::new(pb::ListAgentsResponse {
+            agents: rows
+                .into_iter()
+                .map(|a| pb::Agent {
+                    agent_id: a.agent_id,
+                    default_version: a.default_version,
+                    latest_version: a.latest_version,
+                    create_time: Some(timestamp(a.create_time)),
+                    update_time: Some(timestamp(a.update_time)),
+                })
+                .collect(),
+            next_page_token: next,
+        }))
+    }
+
+    async fn list_agent_versions(&self, req: Request<pb::ListAgentVersionsRequest>) -> Result<Response<pb::ListAgentVersionsResponse>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let (rows, next) = self.registry.list_versions(&t, &r.agent_id, &r.page_token, r.page_size).await.map_err(to_status)?;
+        Ok(Response::new(pb::ListAgentVersionsResponse { versions: rows.iter().map(pb_version).collect(), next_page_token: next }))
+    }
+
+    async fn set_default_version(&self, req: Request<pb::SetDefaultVersionRequest>) -> Result<Response<pb::AgentVersion>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let v = self.registry.set_default(&t, &r.agent_id, r.version).await.map_err(to_status)?;
+        Ok(Response::new(pb_version(&v)))
+    }
+
+    async fn delete_agent(&self, req: Request<pb::DeleteAgentRequest>) -> Result<Response<pb::DeleteAgentResponse>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        self.registry.delete_agent(&t, &r.agent_id).await.map_err(to_status)?;
+        Ok(Response::new(pb::DeleteAgentResponse {}))
+    }
+}
+
+#[derive(Clone)]
+pub struct DiscoveryService {
+    pub router: Arc<Router>,
+}
+
+fn pb_detail(d: Detail) -> i32 {
+    match d {
+        Detail::Summary => pb::Detail::Summary as i32,
+        Detail::Full => pb::Detail::Full as i32,
+    }
+}
+
+fn detail_request(d: i32) -> Result<DetailRequest, Status> {
+    match pb::Detail::try_from(d) {
+        Ok(pb::Detail::Auto) => Ok(DetailRequest::Auto),
+        Ok(pb::Detail::Summary) => Ok(DetailRequest::Summary),
+        Ok(pb::Detail::Full) => Ok(DetailRequest::Full),
+        Err(_) => Err(invalid("detail", "unknown detail")),
+    }
+}
+
+fn group_opt(g: String) -> Option<String> {
+    (!g.is_empty()).then_some(g)
+}
+
+impl DiscoveryService {
+    async fn catalog(&self, tenant: &str, agent: Option<pb::AgentRef>, run: Option<pb::RunContext>) -> Result<Arc<crate::catalog::Catalog>, Status> {
+        let a = agent_ref(agent)?;
+        let run = run_context(run).map_err(to_status)?;
+        let r = self.router.resolve(tenant, &a.agent_id, a.version, &run).await.map_err(to_status)?;
+        Ok(r.catalog)
+    }
+}
+
+fn fail(catalog: &crate::catalog::Catalog, e: DiscoveryError) -> Status {
+    let m = e.model_message(catalog);
+    discovery_status(e, m)
+}
+
+#[tonic::async_trait]
+impl pb::discovery_server::Discovery for DiscoveryService {
+    async fn discover_tools(&self, req: Request<pb::DiscoverToolsRequest>) -> Result<Response<pb::DiscoverToolsResponse>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let catalog = self.catalog(&t, r.agent, r.run).await?;
+        let q = DiscoverRequest { query: r.query, group: group_opt(r.group), detail: detail_request(r.detail)?, limit: r.limit, offset: r.offset };
+        let page = discovery::discover(&catalog, &q).map_err(|e| fail(&catalog, e))?;
+        let full = page.detail == Detail::Full;
+        Ok(Response::new(pb::DiscoverToolsResponse {
+            detail: pb_detail(page.detail),
+            tools: page.tools.iter().map(|&i| pb_entry(&catalog, i, full)).collect(),
+            total: page.total,
+            next_offset: page.next_offset,
+            content_json: page.json,
+        }))
+    }
+
+    async fn describe_tool(&self, req: Request<pb::DescribeToolRequest>) -> Result<Response<pb::DescribeToolResponse>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let catalog = self.catalog(&t, r.agent, r.run).await?;
+        let d = discovery::describe(&catalog, &r.group, &r.tool).map_err(|e| fail(&catalog, e))?;
+        Ok(Response::new(pb::DescribeToolResponse { tool: Some(pb_entry(&catalog, d.tool, true)), content_json: d.json }))
+    }
+
+    async fn list_tool_groups(&self, req: Request<pb::ListToolGroupsRequest>) -> Result<Response<pb::ListToolGroupsResponse>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let catalog = self.catalog(&t, r.agent, r.run).await?;
+        let page = discovery::list_groups(&catalog, r.limit, r.offset).map_err(|e| fail(&catalog, e))?;
+        Ok(Response::new(pb::ListToolGroupsResponse {
+            groups: page
+                .groups
+                .iter()
+                .map(|&g| {
+                    let g = &catalog.groups[g];
+                    pb::GroupEntry { group: g.name.clone(), description: g.description.clone(), tool_count: g.tools.len() as u32 }
+                })
+                .collect(),
+            total: page.total,
+            next_offset: page.next_offset,
+            content_json: page.json,
+        }))
+    }
+
+    async fn list_tools(&self, req: Request<pb::ListCatalogToolsRequest>) -> Result<Response<pb::ListCatalogToolsResponse>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let catalog = self.catalog(&t, r.agent, r.run).await?;
+        let full = detail_request(r.detail)? == DetailRequest::Full;
+        let q = ListToolsRequest { group: group_opt(r.group), full, limit: r.limit, offset: r.offset };
+        let page = discovery::list_tools(&catalog, &q).map_err(|e| fail(&catalog, e))?;
+        Ok(Response::new(pb::ListCatalogToolsResponse {
+            detail: pb_detail(page.detail),
+            tools: page.tools.iter().map(|&i| pb_entry(&catalog, i, full)).collect(),
+            total: page.total,
+            next_offset: page.next_offset,
+            content_json: page.json,
+        }))
+    }
+}
+
+#[derive(Clone)]
+pub struct RouterService {
+    pub router: Arc<Router>,
+}
+
+fn tool_call(c: Option<pb::ToolCall>) -> Result<invoke::ToolCall, Status> {
+    let c = c.ok_or_else(|| invalid("call", "the model's tool call is required"))?;
+    if c.tool_name.is_empty() {
+        return Err(invalid("call.tool_name", "the tool name the model called is required"));
+    }
+    if c.tool_call_id.len() > 256 {
+        return Err(invalid("call.tool_call_id", "at most 256 bytes"));
+    }
+    Ok(invoke::ToolCall { tool_call_id: c.tool_call_id, tool_name: c.tool_name, arguments_json: c.arguments_json })
+}
+
+fn pb_result(r: invoke::ToolResult) -> pb::ToolResult {
+    pb::ToolResult { content_json: r.content_json, is_error: r.is_error }
+}
+
+fn pb_call(c: &invoke::ToolCall) -> pb::ToolCall {
+    pb::ToolCall { tool_call_id: c.tool_call_id.clone(), tool_name: c.tool_name.clone(), arguments_json: c.arguments_json.clone() }
+}
+
+fn pb_deferred(d: &invoke::DeferredCall) -> pb::DeferredCall {
+    let t = &d.target;
+    let def = &t.definition;
+    let kind = match def.kind.as_str() {
+        "function" => pb::ToolKind::Function,
+        "mcp" => pb::ToolKind::Mcp,
+        _ => pb::ToolKind::Client,
+    };
+    pb::DeferredCall {
+        deferred_id: d.deferred_id.clone(),
+        kind: match d.kind {
+            DeferredKind::Approval => pb::DeferredKind::Approval,
+            DeferredKind::ClientExecution => pb::DeferredKind::ClientExecution,
+        } as i32,
+        target: Some(pb::CallTarget {
+            group: t.group.clone(),
+            tool: t.tool.clone(),
+            name: t.name.clone(),
+            source_id: t.source_id.clone(),
+            arguments_json: t.arguments_json.clone(),
+            definition: Some(pb::ToolEntry {
+                group: t.group.clone(),
+                tool: t.tool.clone(),
+                name: t.name.clone(),
+                description: def.description.clone(),
+                parameters_json_schema: def.parameters_json_schema.clone(),
+                output_schema_json: def.output_schema_json.clone(),
+                instructions: def.instructions.clone(),
+                kind: kind as i32,
+                requires_approval: def.requires_approval,
+            }),
+        }),
+        original_call: Some(pb_call(&d.original_call)),
+    }
+}
+
+fn pb_outcome(o: Outcome) -> pb::HandleToolCallResponse {
+    use pb::handle_tool_call_response::Outcome as O;
+    pb::HandleToolCallResponse {
+        outcome: Some(match o {
+            Outcome::Result(r) => O::Result(pb_result(r)),
+            Outcome::Deferred(d) => O::Deferred(pb_deferred(&d)),
+        }),
+    }
+}
+
+fn pb_kind(k: ModelToolKind) -> i32 {
+    (match k {
+        ModelToolKind::Control => pb::ModelToolKind::Control,
+        ModelToolKind::Direct => pb::ModelToolKind::Direct,
+        ModelToolKind::Pinned => pb::ModelToolKind::Pinned,
+        ModelToolKind::Hot => pb::ModelToolKind::Hot,
+    }) as i32
+}
+
+#[tonic::async_trait]
+impl pb::router_server::Router for RouterService {
+    async fn get_model_tools(&self, req: Request<pb::GetModelToolsRequest>) -> Result<Response<pb::GetModelToolsResponse>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let a = agent_ref(r.agent)?;
+        let run = run_context(r.run).map_err(to_status)?;
+        let (version, tools, instructions, diagnostics) =
+            self.router.model_tools(&t, &a.agent_id, a.version, &run).await.map_err(to_status)?;
+        Ok(Response::new(pb::GetModelToolsResponse {
+            tools: tools
+                .into_iter()
+                .map(|m| pb::ModelTool {
+                    name: m.name,
+                    description: m.description,
+                    input_schema_json: m.input_schema_json,
+                    kind: pb_kind(m.kind),
+                    group: m.group,
+                    tool: m.tool,
+                    source_id: m.source_id,
+                })
+                .collect(),
+            instructions,
+            version,
+            diagnostics,
+        }))
+    }
+
+    async fn handle_tool_call(&self, req: Request<pb::HandleToolCallRequest>) -> Result<Response<pb::HandleToolCallResponse>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let a = agent_ref(r.agent)?;
+        let run = run_context(r.run).map_err(to_status)?;
+        let call = tool_call(r.call)?;
+        let o = self.router.handle(&t, &a.agent_id, a.version, &run, &call).await.map_err(to_status)?;
+        Ok(Response::new(pb_outcome(o)))
+    }
+
+    async fn handle_tool_calls(&self, req: Request<pb::HandleToolCallsRequest>) -> Result<Response<pb::HandleToolCallsResponse>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let a = agent_ref(r.agent)?;
+        let run = run_context(r.run).map_err(to_status)?;
+        let calls = r
+            .calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| tool_call(Some(c)).map_err(|_| invalid(&format!("calls[{i}].tool_name"), "the tool name the model called is required")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let outcomes = self.router.handle_many(&t, &a.agent_id, a.version, &run, &calls).await.map_err(to_status)?;
+        Ok(Response::new(pb::HandleToolCallsResponse { outcomes: outcomes.into_iter().map(pb_outcome).collect() }))
+    }
+
+    async fn resolve_deferred(&self, req: Request<pb::ResolveDeferredRequest>) -> Result<Response<pb::ToolResult>, Status> {
+        use pb::resolve_deferred_request::Resolution as R;
+        let t = tenant(&req);
+        let r = req.into_inner();
+        if r.deferred_id.is_empty() {
+            return Err(invalid("deferred_id", "name the deferred call"));
+        }
+        let resolution = match r.resolution {
+            Some(R::Approve(a)) => Resolution::Approve { arguments_json: a.arguments_json },
+            Some(R::Deny(d)) => Resolution::Deny { message: d.message },
+            Some(R::ClientResult(c)) => {
+                if serde_json::from_str::<serde::de::IgnoredAny>(&c.content_json).is_err() {
+                    return Err(invalid("client_result.content_json", "must be JSON text"));
+                }
+                Resolution::ClientResult { content_json: c.content_json, is_error: c.is_error }
+            }
+            None => return Err(invalid("resolution", "set one of approve, deny or client_result")),
+        };
+        let result = self.router.resolve_deferred(&t, &r.deferred_id, resolution).await.map_err(to_status)?;
+        Ok(Response::new(pb_result(result)))
+    }
+
+    async fn list_deferred(&self, req: Request<pb::ListDeferredRequest>) -> Result<Response<pb::ListDeferredResponse>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        let pending = match pb::DeferredState::try_from(r.state) {
+            Ok(pb::DeferredState::Unspecified) => None,
+            Ok(pb::DeferredState::Pending) => Some(true),
+            Ok(pb::DeferredState::Resolved) => Some(false),
+            Err(_) => return Err(invalid("state", "unknown state")),
+        };
+        let (records, next) = self
+            .router
+            .list_deferred(&t, &r.agent_id, &r.run_id, pending, &r.page_token, r.page_size)
+            .await
+            .map_err(to_status)?;
+        Ok(Response::new(pb::ListDeferredResponse {
+            records: records
+                .into_iter()
+                .map(|rec| pb::DeferredRecord {
+                    call: Some(pb_deferred(&rec.call)),
+                    agent_id: rec.agent_id,
+                    version: rec.version,
+                    run_id: rec.run.run_id,
+                    state: if rec.pending { pb::DeferredState::Pending } else { pb::DeferredState::Resolved } as i32,
+                    resolution: rec.resolution,
+                    result: rec.result.map(pb_result),
+                    create_time: Some(timestamp(rec.create_time)),
+                    resolve_time: rec.resolve_time.map(timestamp),
+                })
+                .collect(),
+            next_page_token: next,
+        }))
+    }
+
+    async fn end_run(&self, req: Request<pb::EndRunRequest>) -> Result<Response<pb::EndRunResponse>, Status> {
+        let t = tenant(&req);
+        let r = req.into_inner();
+        self.router.end_run(&t, &r.agent_id, &r.run_id).await.map_err(to_status)?;
+        Ok(Response::new(pb::EndRunResponse {}))
+    }
+}

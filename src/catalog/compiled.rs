@@ -1,0 +1,351 @@
+//! The compiled form of one immutable version: prepared tools, lookup tables and the search
+//! index. Built once per version and cached (SPEC §10); validators compile on first use.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use jsonschema::Validator;
+use serde_json::Value;
+use serde_json::value::RawValue;
+
+use super::definition::*;
+use super::names::{canonical_name, tool_name_problem};
+use super::schema;
+use crate::search::keyword::KeywordIndex;
+use crate::search::natural::{NaturalConfig, NaturalIndex};
+use crate::search::{SearchDoc, fields};
+
+/// A tool after preparation, grouped or direct.
+#[derive(Debug)]
+pub struct PreparedTool {
+    pub group: Option<String>,
+    pub local: String,
+    /// Canonical name for grouped tools; the local name for direct tools.
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    /// Compact JSON text of the input schema, key order kept.
+    pub input_schema_json: Box<RawValue>,
+    pub output_schema_json: Option<Box<RawValue>>,
+    pub source: usize,
+    pub kind: ToolKind,
+    pub requires_approval: bool,
+    pub idempotent: bool,
+    pub codeact_callable: bool,
+    pub timeout: Option<Duration>,
+    pub pin: bool,
+    pub additional_search_text: String,
+    validator: OnceLock<Result<Arc<Validator>, String>>,
+}
+
+impl PreparedTool {
+    /// The argument validator, compiled on first use.
+    pub fn validator(&self) -> Result<Arc<Validator>, String> {
+        self.validator
+            .get_or_init(|| schema::build(&self.input_schema).map(Arc::new))
+            .clone()
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct PreparedSource {
+    pub id: String,
+    pub instructions: String,
+    pub kind: SourceKind,
+    pub group: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GroupInfo {
+    pub name: String,
+    pub description: String,
+    /// Tool indices ordered by canonical name.
+    pub tools: Vec<u32>,
+}
+
+pub struct Catalog {
+    pub control: ResolvedControl,
+    pub instructions: String,
+    pub sources: Vec<PreparedSource>,
+    pub tools: Vec<PreparedTool>,
+    /// Search document number → tool index.
+    pub grouped: Vec<u32>,
+    /// Grouped tool indices ordered by canonical name.
+    pub grouped_by_name: Vec<u32>,
+    /// Ordered by group name.
+    pub groups: Vec<GroupInfo>,
+    pub direct: Vec<u32>,
+    pub pinned: Vec<u32>,
+    pub diagnostics: Vec<String>,
+    pub index: KeywordIndex,
+    docs: Vec<SearchDoc>,
+    natural: OnceLock<NaturalIndex>,
+    group_index: HashMap<String, usize>,
+    by_canonical: HashMap<String, u32>,
+    /// Lower-cased local and canonical names → search documents, ordered by canonical name.
+    exact_names: HashMap<String, Vec<u32>>,
+    direct_by_name: HashMap<String, u32>,
+}
+
+impl std::fmt::Debug for Catalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Catalog").field("tools", &self.tools.len()).finish_non_exhaustive()
+    }
+}
+
+fn matches_list(list: &[String], tool: &str) -> bool {
+    list.iter().any(|n| n == "*" || n == tool)
+}
+
+impl Catalog {
+    /// Compiles a validated definition. `listed` holds the tools read from executors and MCP
+    /// servers at preparation, by source id; declared tools are used for the other sources.
+    pub fn compile(def: &AgentDefinition, listed: &BTreeMap<String, Vec<ToolDeclaration>>) -> Catalog {
+        let control = def.control.resolve();
+        let mut group_of: HashMap<&str, &str> = HashMap::new();
+        for (g, group) in &def.groups {
+            for id in &group.source_ids {
+                group_of.insert(id.as_str(), g.as_str());
+            }
+        }
+        let mut diagnostics = Vec::new();
+        let mut sources = Vec::with_capacity(def.sources.len());
+        let mut tools: Vec<PreparedTool> = Vec::new();
+        let mut seen_grouped: HashSet<String> = HashSet::new();
+        let mut seen_direct: HashSet<String> = HashSet::new();
+        for (si, source) in def.sources.iter().enumerate() {
+            let group = group_of.get(source.id.as_str()).map(|g| g.to_string());
+            sources.push(PreparedSource {
+                id: source.id.clone(),
+                instructions: source.instructions.clone(),
+                kind: source.kind.clone(),
+                group: group.clone(),
+            });
+            let from_listing = listed.get(&source.id);
+            let decls = from_listing.map(|v| v.as_slice()).unwrap_or(source.kind.declared_tools());
+            for decl in decls {
+                if let SourceKind::Mcp(m) = &source.kind {
+                    if !m.allowed_tools.is_empty() && !m.allowed_tools.contains(&decl.name) {
+                        continue;
+                    }
+                }
+                // Listed tools were not validated at create time: check them here.
+                if from_listing.is_some() {
+                    if let Some(p) = tool_name_problem(&decl.name) {
+                        diagnostics.push(format!("source {:?}: tool {:?} skipped: {p}", source.id, decl.name));
+                        continue;
+                    }
+                }
+                let input_schema = match schema::parse(&decl.input_schema) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        diagnostics.push(format!("source {:?}: tool {:?} skipped: input schema {e}", source.id, decl.name));
+                        continue;
+                    }
+                };
+                let output = if decl.output_schema.trim().is_empty() {
+                    None
+                } else {
+                    schema::parse(&decl.output_schema).ok().map(|v| compact(&v))
+                };
+                let name = match &group {
+                    Some(g) => canonical_name(g, &decl.name),
+                    None => decl.name.clone(),
+                };
+                let fresh = if group.is_some() {
+                    seen_grouped.insert(name.clone())
+                } else {
+                    seen_direct.insert(name.clone())
+                };
+                if !fresh {
+                    diagnostics.push(match &group {
+                        Some(g) => format!(
+                            "source {:?}: tool {:?} skipped: local name already used in group {g:?}",
+                            source.id, decl.name
+                        ),
+                        None => format!("source {:?}: tool {:?} skipped: direct name already used", source.id, decl.name),
+                    });
+                    continue;
+                }
+                let cfg = source.tool_configs.get(&decl.name);
+                let star = source.tool_configs.get("*");
+                let pin = cfg.map(|c| c.pin).unwrap_or(false) || star.map(|c| c.pin).unwrap_or(false);
+                let mut search_text = String::new();
+                for c in [star, cfg].into_iter().flatten() {
+                    if !c.additional_search_text.is_empty() {
+                        if !search_text.is_empty() {
+                            search_text.push(' ');
+                        }
+                        search_text.push_str(&c.additional_search_text);
+                    }
+                }
+                let (mut approval, mut idempotent, mut codeact) =
+                    (decl.requires_approval, decl.idempotent, decl.codeact_callable);
+                let mut timeout = decl.timeout;
+                match &source.kind {
+                    SourceKind::Mcp(m) => {
+                        approval |= matches_list(&m.approval_required, &decl.name);
+                        idempotent |= matches_list(&m.idempotent_tools, &decl.name);
+                        codeact |= matches_list(&m.codeact_callable, &decl.name);
+                        timeout = timeout.or(m.timeout);
+                    }
+                    SourceKind::Function(f) => timeout = timeout.or(f.timeout),
+                    SourceKind::Client(_) => {}
+                }
+                tools.push(PreparedTool {
+                    group: group.clone(),
+                    local: decl.name.clone(),
+                    name,
+                    description: decl.description.clone(),
+                    input_schema_json: compact(&input_schema),
+                    input_schema,
+                    output_schema_json: output,
+                    source: si,
+                    kind: source.kind.kind(),
+                    requires_approval: approval,
+                    idempotent,
+                    codeact_callable: codeact,
+                    timeout,
+                    pin: pin && group.is_some(),
+                    additional_search_text: search_text,
+                    validator: OnceLock::new(),
+                });
+            }
+        }
+
+        let mut grouped = Vec::new();
+        let mut direct = Vec::new();
+        let mut pinned = Vec::new();
+        let mut by_canonical = HashMap::new();
+        let mut direct_by_name = HashMap::new();
+        let mut docs = Vec::new();
+        for (i, t) in tools.iter().enumerate() {
+            let i = i as u32;
+            match &t.group {
+                Some(g) => {
+                    grouped.push(i);
+                    by_canonical.insert(t.name.clone(), i);
+                    if t.pin {
+                        pinned.push(i);
+                    }
+                    let (property_names, schema_descriptions) = fields::schema_fields(&t.input_schema);
+                    docs.push(SearchDoc {
+                        name: t.local.clone(),
+                        description: t.description.clone(),
+                        group: g.clone(),
+                        canonical: t.name.clone(),
+                        property_names,
+                        schema_descriptions,
+                        additional_search_text: t.additional_search_text.clone(),
+                    });
+                }
+                None => {
+                    direct.push(i);
+                    direct_by_name.insert(t.name.clone(), i);
+                }
+            }
+        }
+        let mut grouped_by_name = grouped.clone();
+        grouped_by_name.sort_by(|&a, &b| tools[a as usize].name.cmp(&tools[b as usize].name));
+        let mut groups: Vec<GroupInfo> = def
+            .groups
+            .iter()
+            .map(|(name, g)| GroupInfo { name: name.clone(), description: g.description.clone(), tools: Vec::new() })
+            .collect();
+        groups.sort_by(|a, b| a.name.cmp(&b.name));
+        let group_index: HashMap<String, usize> =
+            groups.iter().enumerate().map(|(i, g)| (g.name.clone(), i)).collect();
+        for &t in &grouped_by_name {
+            if let Some(g) = &tools[t as usize].group {
+                groups[group_index[g]].tools.push(t);
+            }
+        }
+        let index = KeywordIndex::build(&docs);
+        let mut exact_names: HashMap<String, Vec<u32>> = HashMap::new();
+        for (d, doc) in docs.iter().enumerate() {
+            for key in [doc.name.to_lowercase(), doc.canonical.to_lowercase()] {
+                let list = exact_names.entry(key).or_default();
+                if !list.contains(&(d as u32)) {
+                    list.push(d as u32);
+                }
+            }
+        }
+        for list in exact_names.values_mut() {
+            list.sort_by(|&a, &b| docs[a as usize].canonical.cmp(&docs[b as usize].canonical));
+        }
+        Catalog {
+            control,
+            instructions: def.instructions.clone(),
+            sources,
+            tools,
+            grouped,
+            grouped_by_name,
+            groups,
+            direct,
+            pinned,
+            diagnostics,
+            index,
+            docs,
+            natural: OnceLock::new(),
+            group_index,
+            by_canonical,
+            exact_names,
+            direct_by_name,
+        }
+    }
+
+    pub fn tool(&self, i: u32) -> &PreparedTool {
+        &self.tools[i as usize]
+    }
+
+    pub fn group(&self, name: &str) -> Option<&GroupInfo> {
+        self.group_index.get(name).map(|&i| &self.groups[i])
+    }
+
+    /// A grouped tool by group and local name (through the canonical name, which is
+    /// injective because group names cannot contain `__`).
+    pub fn grouped_tool(&self, group: &str, local: &str) -> Option<u32> {
+        self.group(group)?;
+        self.by_canonical.get(&canonical_name(group, local)).copied()
+    }
+
+    pub fn by_canonical(&self, name: &str) -> Option<u32> {
+        self.by_canonical.get(name).copied()
+    }
+
+    pub fn direct_tool(&self, name: &str) -> Option<u32> {
+        self.direct_by_name.get(name).copied()
+    }
+
+    /// Whether the model sees control tools: at least one grouped tool survived preparation.
+    pub fn has_grouped(&self) -> bool {
+        !self.grouped.is_empty()
+    }
+
+    /// Search documents whose local or canonical name equals the query (trimmed,
+    /// case-insensitive), within `group` if given, by canonical name.
+    pub fn exact_matches(&self, query: &str, group: Option<&str>) -> Vec<u32> {
+        let key = query.trim().to_lowercase();
+        self.exact_names
+            .get(&key)
+            .map(|docs| {
+                docs.iter().copied().filter(|&d| group.is_none_or(|g| self.docs[d as usize].group == g)).collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn search_docs(&self) -> &[SearchDoc] {
+        &self.docs
+    }
+
+    /// The natural-language index, built on first use.
+    pub fn natural(&self) -> &NaturalIndex {
+        self.natural.get_or_init(|| NaturalIndex::build(&self.docs, &NaturalConfig::default()))
+    }
+}
+
+fn compact(v: &Value) -> Box<RawValue> {
+    let text = serde_json::to_string(v).unwrap_or_else(|_| "{}".into());
+    RawValue::from_string(text).unwrap_or_else(|_| RawValue::from_string("{}".into()).expect("valid JSON"))
+}

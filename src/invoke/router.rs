@@ -1,0 +1,606 @@
+//! `HandleToolCall` and friends: resolve the run's version, answer control tools, route
+//! calls to their targets, defer what needs a person or the client, and keep exactly one
+//! outcome per (agent, run, tool call id).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::executor::{Execution, Executors};
+use super::validate::check_arguments;
+use super::*;
+use crate::catalog::{Catalog, SourceKind};
+use crate::control::{self, CallRef, ControlCall, ModelTool};
+use crate::error::{Error, Result};
+use crate::registry::{Registry, decode_token, encode_token, page_size_or_default};
+use crate::store::{Claim, DeferredRow, Transition};
+
+#[derive(Debug, Clone)]
+pub struct RouterConfig {
+    /// Runs idle this long are forgotten (their next call pins the default again).
+    pub run_idle: Duration,
+    /// A claimed call with no outcome after this long is taken as lost.
+    pub claim_timeout: Duration,
+    /// Auto-pinning on/off for the whole server (definitions can turn it off too).
+    pub auto_pin: bool,
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        Self { run_idle: Duration::from_secs(24 * 3600), claim_timeout: Duration::from_secs(600), auto_pin: true }
+    }
+}
+
+/// How a host resolves a deferred record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Resolution {
+    Approve { arguments_json: Option<String> },
+    Deny { message: String },
+    ClientResult { content_json: String, is_error: bool },
+}
+
+impl Resolution {
+    fn name(&self) -> &'static str {
+        match self {
+            Resolution::Approve { .. } => "approved",
+            Resolution::Deny { .. } => "denied",
+            Resolution::ClientResult { .. } => "client_result",
+        }
+    }
+}
+
+type CallKey = (String, String, String, String);
+
+pub struct Router {
+    registry: Arc<Registry>,
+    executors: Arc<Executors>,
+    config: RouterConfig,
+    /// Calls executing in this process, for duplicates to wait on.
+    inflight: Mutex<HashMap<CallKey, watch::Receiver<Option<Outcome>>>>,
+}
+
+/// The version a request resolved to, and its catalog.
+pub struct Resolved {
+    pub version: u32,
+    pub catalog: Arc<Catalog>,
+}
+
+impl Router {
+    pub fn new(registry: Arc<Registry>, executors: Arc<Executors>, config: RouterConfig) -> Self {
+        Self { registry, executors, config, inflight: Mutex::new(HashMap::new()) }
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    fn now(&self) -> i64 {
+        self.registry.clock().now_ms()
+    }
+
+    /// Resolves the version for a request: a run keeps the version its first call pinned.
+    pub async fn resolve(&self, tenant: &str, agent_id: &str, version: u32, run: &RunContext) -> Result<Resolved> {
+        let requested = self.registry.resolve_version(tenant, agent_id, version).await?;
+        let version = if run.run_id.is_empty() {
+            requested
+        } else {
+            let now = self.now();
+            let expired = now - self.config.run_idle.as_millis() as i64;
+            let pinned = self.registry.store().pin_run(tenant, agent_id, &run.run_id, requested, now, expired).await?;
+            if version != 0 && pinned != version {
+                return Err(Error::FailedPrecondition(format!(
+                    "run {:?} is pinned to version {pinned}; start a new run to use version {version}",
+                    run.run_id
+                )));
+            }
+            pinned
+        };
+        let catalog = self.registry.catalog(tenant, agent_id, version).await?;
+        Ok(Resolved { version, catalog })
+    }
+
+    /// `GetModelTools`: the tools and instructions for this run (hot tools per user).
+    pub async fn model_tools(&self, tenant: &str, agent_id: &str, version: u32, run: &RunContext) -> Result<(u32, Vec<ModelTool>, String, Vec<String>)> {
+        let r = self.resolve(tenant, agent_id, version, run).await?;
+        let hot = self.hot_tools(tenant, agent_id, &r.catalog, run).await?;
+        let (tools, instructions) = control::model_tools(&r.catalog, &hot);
+        Ok((r.version, tools, instructions, r.catalog.diagnostics.clone()))
+    }
+
+    async fn hot_tools(&self, tenant: &str, agent_id: &str, catalog: &Catalog, run: &RunContext) -> Result<Vec<u32>> {
+        let (Some(cfg), true, Some(user)) = (catalog.control.auto_pin, self.config.auto_pin, user_of(run)) else {
+            return Ok(Vec::new());
+        };
+        let usage = self
+            .registry
+            .store()
+            .usage(tenant, agent_id, user, self.now(), cfg.half_life.as_millis() as i64)
+            .await?;
+        Ok(usage
+            .into_iter()
+            .filter(|(_, score)| *score >= cfg.warmup_calls as f64)
+            .filter_map(|(name, _)| catalog.by_canonical(&name))
+            .filter(|i| !catalog.tool(*i).pin)
+            .take(cfg.max_hot as usize)
+            .collect())
+    }
+
+    /// `HandleToolCall`.
+    pub async fn handle(&self, tenant: &str, agent_id: &str, version: u32, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
+        let r = self.resolve(tenant, agent_id, version, run).await?;
+        self.handle_resolved(tenant, agent_id, &r, run, call).await
+    }
+
+    /// `HandleToolCalls`: concurrently, outcomes in request order.
+    pub async fn handle_many(&self, tenant: &str, agent_id: &str, version: u32, run: &RunContext, calls: &[ToolCall]) -> Result<Vec<Outcome>> {
+        let r = self.resolve(tenant, agent_id, version, run).await?;
+        let futures = calls.iter().map(|c| self.handle_resolved(tenant, agent_id, &r, run, c));
+        futures::future::join_all(futures).await.into_iter().collect()
+    }
+
+    async fn handle_resolved(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
+        // Discovery answers are pure: no need to remember them.
+        let arguments: Option<Value> = serde_json::from_str(&call.arguments_json).ok();
+        let empty = Value::Object(Default::default());
+        let args_for_parse = if call.arguments_json.trim().is_empty() { Some(&empty) } else { arguments.as_ref() };
+        if let Some(args) = args_for_parse {
+            if let Some(parsed) = control::parse_control_call(&r.catalog, &call.tool_name, args) {
+                match parsed {
+                    Err(msg) => return Ok(Outcome::Result(ToolResult::error("invalid_arguments", &msg))),
+                    Ok(ControlCall::Call { .. }) => {}
+                    Ok(other) => return Ok(Outcome::Result(control::answer_discovery(&r.catalog, &other))),
+                }
+            }
+        }
+        if call.tool_call_id.is_empty() || run.run_id.is_empty() {
+            return self.route(tenant, agent_id, r, run, call).await;
+        }
+        self.exactly_once(tenant, agent_id, r, run, call).await
+    }
+
+    /// Runs a call once per (agent, run, tool call id); duplicates get the first outcome.
+    async fn exactly_once(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
+        let key: CallKey = (tenant.into(), agent_id.into(), run.run_id.clone(), call.tool_call_id.clone());
+        let store = self.registry.store();
+        loop {
+            match store.claim_call(tenant, agent_id, &run.run_id, &call.tool_call_id, self.now()).await? {
+                Claim::New => break,
+                Claim::Done(text) => return decode_outcome(&text),
+                Claim::Running { since } => {
+                    let local = self.inflight.lock().expect("inflight lock").get(&key).cloned();
+                    if let Some(mut rx) = local {
+                        let outcome = rx.wait_for(|o| o.is_some()).await.ok().and_then(|o| o.clone());
+                        if let Some(o) = outcome {
+                            return Ok(o);
+                        }
+                        continue;
+                    }
+                    if self.now() - since > self.config.claim_timeout.as_millis() as i64 {
+                        let lost = Outcome::Result(uncertain(&call.tool_name, "the first attempt with this tool call id never finished"));
+                        store.finish_call(tenant, agent_id, &run.run_id, &call.tool_call_id, &encode_outcome(&lost), self.now()).await?;
+                        continue;
+                    }
+                    // Executing elsewhere (another replica, or a process that restarted).
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            }
+        }
+        let (tx, rx) = watch::channel(None);
+        self.inflight.lock().expect("inflight lock").insert(key.clone(), rx);
+        let outcome = self.route(tenant, agent_id, r, run, call).await;
+        let stored = match &outcome {
+            Ok(o) => store.finish_call(tenant, agent_id, &run.run_id, &call.tool_call_id, &encode_outcome(o), self.now()).await,
+            Err(_) => {
+                // A protocol fault is not an outcome: let a retry run it again.
+                store.release_call(tenant, agent_id, &run.run_id, &call.tool_call_id).await
+            }
+        };
+        let _ = tx.send(outcome.as_ref().ok().cloned());
+        self.inflight.lock().expect("inflight lock").remove(&key);
+        stored?;
+        outcome
+    }
+
+    /// Resolves the target of a non-control call and runs, defers or refuses it.
+    async fn route(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
+        let catalog = &r.catalog;
+        let c = &catalog.control;
+        let arguments: Value = if call.arguments_json.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            match serde_json::from_str(&call.arguments_json) {
+                Ok(v) => v,
+                Err(e) => {
+                    return Ok(Outcome::Result(ToolResult::error(
+                        "invalid_arguments",
+                        &format!("The arguments of {} are not valid JSON ({e}). Send a JSON object.", call.tool_name),
+                    )));
+                }
+            }
+        };
+        let (target, args) = if catalog.has_grouped() && call.tool_name == c.call {
+            let parsed = control::parse_control_call(catalog, &call.tool_name, &arguments);
+            let Some(Ok(ControlCall::Call { target, arguments })) = parsed else {
+                let msg = match parsed {
+                    Some(Err(m)) => m,
+                    _ => format!("Invalid arguments for {}.", call.tool_name),
+                };
+                return Ok(Outcome::Result(ToolResult::error("invalid_arguments", &msg)));
+            };
+            let found = match &target {
+                CallRef::Grouped { group, tool } => {
+                    if catalog.group(group).is_none() {
+                        return Ok(Outcome::Result(ToolResult::error(
+                            "unknown_group",
+                            &format!("There is no tool group {group:?}. Call {} to see the groups, then {} to find the tool.", c.list_groups, c.discover),
+                        )));
+                    }
+                    catalog.grouped_tool(group, tool).ok_or_else(|| {
+                        format!("There is no tool {tool:?} in group {group:?} (it may have been removed). Refresh discovery with {} and use a tool it returns.", c.discover)
+                    })
+                }
+                CallRef::Canonical(name) => catalog.by_canonical(name).ok_or_else(|| {
+                    format!("There is no tool named {name:?} (it may have been removed). Search again with {} and use a name it returns.", c.search)
+                }),
+            };
+            match found {
+                Ok(i) => (i, arguments),
+                Err(msg) => return Ok(Outcome::Result(ToolResult::error("unknown_tool", &msg))),
+            }
+        } else if let Some(i) = catalog.direct_tool(&call.tool_name).or_else(|| catalog.by_canonical(&call.tool_name)) {
+            (i, arguments)
+        } else {
+            let hint = if catalog.has_grouped() {
+                format!(" Use {} to find grouped tools and {} to call them.", c.exposed_names()[0], c.call)
+            } else {
+                String::new()
+            };
+            return Ok(Outcome::Result(ToolResult::error(
+                "unknown_tool",
+                &format!("There is no tool named {:?}.{hint}", call.tool_name),
+            )));
+        };
+        self.dispatch(tenant, agent_id, r, run, call, target, args).await
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn dispatch(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall, i: u32, args: Value) -> Result<Outcome> {
+        let catalog = &r.catalog;
+        let tool = catalog.tool(i);
+        if run.caller == Caller::Code && !tool.codeact_callable {
+            return Ok(Outcome::Result(ToolResult::error(
+                "not_callable_from_code",
+                &format!("{} cannot be called from code. Call it as an ordinary tool call instead.", tool.name),
+            )));
+        }
+        if !args.is_object() {
+            return Ok(Outcome::Result(ToolResult::error(
+                "invalid_arguments",
+                &format!("The arguments of {} must be a JSON object.", tool.name),
+            )));
+        }
+        let client = tool.kind == crate::catalog::ToolKind::Client;
+        // Client tools keep external-tool semantics: the client validates.
+        if !client {
+            if let Err(result) = check_arguments(tool, &args) {
+                return Ok(Outcome::Result(result));
+            }
+        }
+        let target = self.target(catalog, i, &args);
+        if tool.requires_approval || client {
+            let kind = if tool.requires_approval { DeferredKind::Approval } else { DeferredKind::ClientExecution };
+            let deferred = DeferredCall { deferred_id: new_id(), kind, target, original_call: call.clone() };
+            let now = self.now();
+            let record = DeferredRecord {
+                call: deferred.clone(),
+                agent_id: agent_id.into(),
+                version: r.version,
+                run: run.clone(),
+                pending: true,
+                resolution: String::new(),
+                result: None,
+                create_time: now,
+                resolve_time: None,
+            };
+            let row = DeferredRow {
+                deferred_id: deferred.deferred_id.clone(),
+                agent_id: agent_id.into(),
+                version: r.version,
+                run_id: run.run_id.clone(),
+                state: "pending".into(),
+                record: serde_json::to_string(&record).map_err(|e| Error::Internal(e.to_string()))?,
+                resolution: None,
+                result: None,
+                create_time: now,
+                resolve_time: None,
+            };
+            self.registry.store().insert_deferred(tenant, &row).await?;
+            return Ok(Outcome::Deferred(deferred));
+        }
+        let result = self.execute(tenant, agent_id, catalog, i, &target.arguments_json, &call.tool_call_id, run).await;
+        if !result.is_error {
+            self.count_use(tenant, agent_id, catalog, i, run);
+        }
+        Ok(Outcome::Result(result))
+    }
+
+    fn target(&self, catalog: &Catalog, i: u32, args: &Value) -> CallTarget {
+        let t = catalog.tool(i);
+        CallTarget {
+            group: t.group.clone().unwrap_or_default(),
+            tool: t.local.clone(),
+            name: t.name.clone(),
+            source_id: catalog.sources[t.source].id.clone(),
+            arguments_json: args.to_string(),
+            definition: TargetDefinition {
+                description: t.description.clone(),
+                parameters_json_schema: t.input_schema_json.get().to_string(),
+                output_schema_json: t.output_schema_json.as_ref().map(|r| r.get().to_string()).unwrap_or_default(),
+                instructions: control::discovery::tool_instructions(catalog, t).unwrap_or_default().to_string(),
+                kind: t.kind.as_str().into(),
+                requires_approval: t.requires_approval,
+            },
+        }
+    }
+
+    /// Executes a validated call on its source, with retries only where safe.
+    #[allow(clippy::too_many_arguments)]
+    async fn execute(&self, tenant: &str, agent_id: &str, catalog: &Catalog, i: u32, args: &str, call_id: &str, run: &RunContext) -> ToolResult {
+        let tool = catalog.tool(i);
+        let source = &catalog.sources[tool.source];
+        let SourceKind::Function(f) = &source.kind else {
+            return ToolResult::error(
+                "tool_unavailable",
+                &format!("{} comes from an MCP source, which this server cannot call yet. Use another tool.", tool.name),
+            );
+        };
+        let limit_key = format!("{tenant}\u{0}{agent_id}\u{0}{}", source.id);
+        let retries = if tool.idempotent { self.executors.config().max_retries } else { 0 };
+        let mut attempt = 0;
+        loop {
+            let outcome = self
+                .executors
+                .execute(&f.endpoint, &limit_key, f.max_concurrency, &tool.local, args, call_id, run, tool.timeout)
+                .await;
+            match outcome {
+                Execution::Done { content_json, is_error } => {
+                    let content_json = if serde_json::from_str::<serde::de::IgnoredAny>(&content_json).is_ok() {
+                        content_json
+                    } else {
+                        Value::String(content_json).to_string()
+                    };
+                    return ToolResult { content_json, is_error };
+                }
+                Execution::Busy => {
+                    return ToolResult::error(
+                        "busy",
+                        &format!("{} is busy (too many calls at once). It was not run; try again later.", tool.name),
+                    );
+                }
+                Execution::NotSent(e) if attempt < retries => {
+                    attempt += 1;
+                    tracing::debug!(tool = %tool.name, attempt, error = %e, "retrying idempotent call that was not sent");
+                    tokio::time::sleep(backoff(attempt)).await;
+                }
+                Execution::NotSent(_) => {
+                    return ToolResult::error(
+                        "tool_unavailable",
+                        &format!("{} is unavailable right now (its executor could not be reached). It was not run; try again later.", tool.name),
+                    );
+                }
+                Execution::TimedOut if tool.idempotent => {
+                    return ToolResult::error(
+                        "timeout",
+                        &format!("{} did not answer in time. It is safe to retry.", tool.name),
+                    );
+                }
+                Execution::TimedOut => return uncertain(&tool.name, "it did not answer before its deadline"),
+                Execution::Lost(e) if tool.idempotent => {
+                    return ToolResult::error(
+                        "tool_unavailable",
+                        &format!("{} failed before answering ({e}). It is safe to retry.", tool.name),
+                    );
+                }
+                Execution::Lost(_) => return uncertain(&tool.name, "the connection was lost after the call was sent"),
+            }
+        }
+    }
+
+    fn count_use(&self, tenant: &str, agent_id: &str, catalog: &Catalog, i: u32, run: &RunContext) {
+        let tool = catalog.tool(i);
+        let (Some(cfg), true, Some(user), true) =
+            (catalog.control.auto_pin, self.config.auto_pin, user_of(run), tool.group.is_some())
+        else {
+            return;
+        };
+        let store = self.registry.store().clone();
+        let (tenant, agent, user, name) = (tenant.to_string(), agent_id.to_string(), user.to_string(), tool.name.clone());
+        let now = self.now();
+        // Off the call path: a lost count only delays a tool becoming hot.
+        tokio::spawn(async move {
+            if let Err(e) = store.record_use(&tenant, &agent, &user, &name, now, cfg.half_life.as_millis() as i64).await {
+                tracing::warn!(error = %e, "auto-pin count not recorded");
+            }
+        });
+    }
+
+    /// Like `count_use`, but awaited (tests and approvals).
+    pub async fn record_use_now(&self, tenant: &str, agent_id: &str, user: &str, name: &str, half_life: Duration) -> Result<()> {
+        self.registry.store().record_use(tenant, agent_id, user, name, self.now(), half_life.as_millis() as i64).await?;
+        Ok(())
+    }
+
+    // ----- deferred records -----
+
+    /// `ResolveDeferred`: idempotent; a conflicting second resolution is refused.
+    pub async fn resolve_deferred(&self, tenant: &str, id: &str, resolution: Resolution) -> Result<ToolResult> {
+        let store = self.registry.store();
+        let row = store.get_deferred(tenant, id).await?.ok_or_else(|| Error::NotFound(format!("deferred call {id:?} not found")))?;
+        let record: DeferredRecord = serde_json::from_str(&row.record).map_err(|e| Error::Internal(e.to_string()))?;
+        match (&resolution, record.call.kind) {
+            (Resolution::ClientResult { .. }, DeferredKind::Approval) => {
+                return Err(Error::FailedPrecondition(format!("deferred call {id:?} awaits approval: approve or deny it")));
+            }
+            (Resolution::Approve { .. }, DeferredKind::ClientExecution) => {
+                return Err(Error::FailedPrecondition(format!(
+                    "deferred call {id:?} is a client execution: send its client_result (or deny it)"
+                )));
+            }
+            _ => {}
+        }
+        // Replacement arguments are checked before anything changes.
+        let mut arguments = record.call.target.arguments_json.clone();
+        let catalog = match &resolution {
+            Resolution::Approve { arguments_json } => {
+                let catalog = self.registry.catalog(tenant, &record.agent_id, record.version).await?;
+                let i = catalog.by_canonical(&record.call.target.name).or_else(|| catalog.direct_tool(&record.call.target.name));
+                let Some(i) = i else {
+                    return Err(Error::FailedPrecondition(format!("the target of {id:?} no longer exists")));
+                };
+                if let Some(a) = arguments_json {
+                    let value: Value = serde_json::from_str(a).map_err(|e| Error::invalid("approve.arguments_json", format!("not valid JSON: {e}")))?;
+                    if let Err(r) = check_arguments(catalog.tool(i), &value) {
+                        return Err(Error::invalid("approve.arguments_json", r.content_json));
+                    }
+                    arguments = value.to_string();
+                }
+                Some((catalog, i))
+            }
+            _ => None,
+        };
+        let resolution_text = serde_json::to_string(&resolution).map_err(|e| Error::Internal(e.to_string()))?;
+        match store.transition_deferred(tenant, id, "executing", &resolution_text, self.now()).await? {
+            Transition::Moved => {}
+            Transition::Missing => return Err(Error::NotFound(format!("deferred call {id:?} not found"))),
+            Transition::Already(row) => return self.await_resolution(tenant, id, row, &resolution_text).await,
+        }
+        let result = match (&resolution, catalog) {
+            (Resolution::Approve { .. }, Some((catalog, i))) => {
+                let r = self.execute(tenant, &record.agent_id, &catalog, i, &arguments, &record.call.original_call.tool_call_id, &record.run).await;
+                if !r.is_error {
+                    self.count_use(tenant, &record.agent_id, &catalog, i, &record.run);
+                }
+                r
+            }
+            (Resolution::Deny { message }, _) => {
+                let text = if message.trim().is_empty() {
+                    format!("The call to {} was denied. Do not retry it; ask the user how to proceed.", record.call.target.name)
+                } else {
+                    format!("The call to {} was denied: {message}", record.call.target.name)
+                };
+                ToolResult::error("denied", &text)
+            }
+            (Resolution::ClientResult { content_json, is_error }, _) => ToolResult { content_json: content_json.clone(), is_error: *is_error },
+            (Resolution::Approve { .. }, None) => unreachable!("approve always has a catalog"),
+        };
+        let text = serde_json::to_string(&result).map_err(|e| Error::Internal(e.to_string()))?;
+        store.complete_deferred(tenant, id, &text, self.now()).await?;
+        Ok(result)
+    }
+
+    async fn await_resolution(&self, tenant: &str, id: &str, mut row: DeferredRow, resolution: &str) -> Result<ToolResult> {
+        let store = self.registry.store();
+        let started = self.now();
+        loop {
+            if row.resolution.as_deref() != Some(resolution) {
+                return Err(Error::FailedPrecondition(format!(
+                    "deferred call {id:?} was already {}; a different resolution is refused",
+                    row.resolution.as_deref().map(resolution_name).unwrap_or("resolved")
+                )));
+            }
+            if let Some(result) = &row.result {
+                return serde_json::from_str(result).map_err(|e| Error::Internal(e.to_string()));
+            }
+            if self.now() - started > self.config.claim_timeout.as_millis() as i64 {
+                return Err(Error::Unavailable(format!("deferred call {id:?} is still being executed; ask again later")));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            row = store.get_deferred(tenant, id).await?.ok_or_else(|| Error::NotFound(format!("deferred call {id:?} not found")))?;
+        }
+    }
+
+    /// `ListDeferred`: records of an agent, optionally one run and one state.
+    pub async fn list_deferred(&self, tenant: &str, agent_id: &str, run_id: &str, pending: Option<bool>, page_token: &str, page_size: u32) -> Result<(Vec<DeferredRecord>, String)> {
+        if agent_id.is_empty() {
+            return Err(Error::invalid("agent_id", "name the agent"));
+        }
+        self.registry.resolve_version(tenant, agent_id, 0).await?;
+        let size = page_size_or_default(page_size);
+        let cursor = if page_token.is_empty() { String::new() } else { decode_token(page_token, "page_token")? };
+        let (after_time, after_id) = match cursor.split_once(' ') {
+            Some((t, id)) => (t.parse().map_err(|_| Error::invalid("page_token", "not a token from this API"))?, id.to_string()),
+            None => (i64::MIN, String::new()),
+        };
+        let state = pending.map(|p| if p { "pending" } else { "resolved" });
+        let run = (!run_id.is_empty()).then_some(run_id);
+        let rows = self.registry.store().list_deferred(tenant, agent_id, run, state, (after_time, &after_id), size + 1).await?;
+        let more = rows.len() > size as usize;
+        let rows = &rows[..rows.len().min(size as usize)];
+        let next = if more { rows.last().map(|r| encode_token(&format!("{} {}", r.create_time, r.deferred_id))).unwrap_or_default() } else { String::new() };
+        let records = rows
+            .iter()
+            .map(|row| {
+                let mut rec: DeferredRecord = serde_json::from_str(&row.record).map_err(|e| Error::Internal(e.to_string()))?;
+                rec.pending = row.state == "pending";
+                rec.resolution = row.resolution.as_deref().map(resolution_name).unwrap_or("").to_string();
+                rec.result = row.result.as_deref().and_then(|r| serde_json::from_str(r).ok());
+                rec.resolve_time = row.resolve_time;
+                Ok(rec)
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((records, next))
+    }
+
+    /// `EndRun`: the run's next call pins the default version again.
+    pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<()> {
+        if run_id.is_empty() {
+            return Err(Error::invalid("run_id", "name the run to end"));
+        }
+        self.registry.resolve_version(tenant, agent_id, 0).await?;
+        self.registry.store().end_run(tenant, agent_id, run_id).await?;
+        Ok(())
+    }
+
+    /// Forgets idle runs; called periodically.
+    pub async fn expire_runs(&self) -> Result<u64> {
+        let before = self.now() - self.config.run_idle.as_millis() as i64;
+        Ok(self.registry.store().expire_runs(before).await?)
+    }
+}
+
+fn resolution_name(stored: &str) -> &'static str {
+    serde_json::from_str::<Resolution>(stored).map(|r| r.name()).unwrap_or("resolved")
+}
+
+fn user_of(run: &RunContext) -> Option<&str> {
+    run.identity.get("user_id").map(String::as_str).filter(|u| !u.is_empty())
+}
+
+fn uncertain(tool: &str, why: &str) -> ToolResult {
+    ToolResult::error(
+        "outcome_unknown",
+        &format!("The outcome of {tool} is unknown: {why}. It may or may not have taken effect. Inspect the state it would have changed before retrying; do not blindly repeat it."),
+    )
+}
+
+fn backoff(attempt: u32) -> Duration {
+    let base = 20u64 << attempt.min(6);
+    Duration::from_millis(base + rand::random::<u64>() % base)
+}
+
+fn new_id() -> String {
+    let bytes: [u8; 16] = rand::random();
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn encode_outcome(o: &Outcome) -> String {
+    serde_json::to_string(o).unwrap_or_default()
+}
+
+fn decode_outcome(text: &str) -> Result<Outcome> {
+    serde_json::from_str(text).map_err(|e| Error::Internal(format!("stored outcome unreadable: {e}")))
+}

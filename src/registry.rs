@@ -1,0 +1,237 @@
+//! The agent registry: versioned definitions in the store, compiled catalogs cached per
+//! immutable version.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::OnceCell;
+
+use crate::catalog::{AgentDefinition, Catalog, ToolDeclaration, validate};
+use crate::clock::Clock;
+use crate::error::{Error, FieldViolation, Result};
+use crate::store::{AgentRecord, Store, StoreError, VersionRecord};
+
+/// Lists tools that a definition does not declare (executor `ListTools`, MCP `tools/list`).
+#[async_trait::async_trait]
+pub trait ToolLister: Send + Sync {
+    /// Tools per source id, for the sources whose tools come from upstream.
+    async fn list(&self, def: &AgentDefinition) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>);
+}
+
+#[derive(Debug, Clone)]
+pub struct Version {
+    pub agent_id: String,
+    pub version: u32,
+    pub is_default: bool,
+    pub definition: AgentDefinition,
+    pub create_time: i64,
+}
+
+type Key = (String, String, u32);
+
+pub struct Registry {
+    store: Store,
+    clock: Arc<dyn Clock>,
+    lister: Option<Arc<dyn ToolLister>>,
+    cache: Mutex<HashMap<Key, Arc<OnceCell<Arc<Catalog>>>>>,
+    cache_capacity: usize,
+    max_definition_bytes: usize,
+}
+
+impl From<StoreError> for Error {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::BadUrl(u) => Error::Internal(format!("bad store URL {u}")),
+            StoreError::Db(e) => Error::Unavailable(format!("store unavailable: {e}")),
+        }
+    }
+}
+
+fn not_found(agent_id: &str) -> Error {
+    Error::NotFound(format!("agent {agent_id:?} not found"))
+}
+
+fn check_agent_id(agent_id: &str) -> Result<()> {
+    match crate::catalog::names::agent_id_problem(agent_id) {
+        Some(p) => Err(Error::invalid("agent_id", p)),
+        None => Ok(()),
+    }
+}
+
+impl Registry {
+    pub fn new(store: Store, clock: Arc<dyn Clock>, max_definition_bytes: usize) -> Self {
+        Self { store, clock, lister: None, cache: Mutex::new(HashMap::new()), cache_capacity: 256, max_definition_bytes }
+    }
+
+    pub fn with_lister(mut self, lister: Arc<dyn ToolLister>) -> Self {
+        self.lister = Some(lister);
+        self
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// Validates and stores a new version (or returns the identical latest one).
+    pub async fn create_version(&self, tenant: &str, agent_id: &str, def: &AgentDefinition, make_default: bool, encoded_len: usize) -> Result<Version> {
+        check_agent_id(agent_id)?;
+        if encoded_len > self.max_definition_bytes {
+            return Err(Error::invalid(
+                "definition",
+                format!("the definition is {encoded_len} bytes, over the {}-byte limit", self.max_definition_bytes),
+            ));
+        }
+        validate::validate(def).map_err(Error::InvalidArgument)?;
+        let text = serde_json::to_string(def).map_err(|e| Error::Internal(e.to_string()))?;
+        let (rec, _) = self.store.create_version(tenant, agent_id, &text, make_default, self.clock.now_ms()).await?;
+        decode(rec)
+    }
+
+    pub async fn get_version(&self, tenant: &str, agent_id: &str, version: u32) -> Result<Version> {
+        let v = (version != 0).then_some(version);
+        match self.store.get_version(tenant, agent_id, v).await? {
+            Some(rec) => decode(rec),
+            None if version == 0 => Err(not_found(agent_id)),
+            None => match self.store.default_version(tenant, agent_id).await? {
+                Some(_) => Err(Error::NotFound(format!("agent {agent_id:?} has no version {version}"))),
+                None => Err(not_found(agent_id)),
+            },
+        }
+    }
+
+    pub async fn list_agents(&self, tenant: &str, page_token: &str, page_size: u32) -> Result<(Vec<AgentRecord>, String)> {
+        let size = page_size_or_default(page_size);
+        let after = decode_token(page_token, "page_token")?;
+        let rows = self.store.list_agents(tenant, &after, size + 1).await?;
+        Ok(paginate(rows, size, |r| r.agent_id.clone()))
+    }
+
+    pub async fn list_versions(&self, tenant: &str, agent_id: &str, page_token: &str, page_size: u32) -> Result<(Vec<Version>, String)> {
+        let size = page_size_or_default(page_size);
+        let after: u32 = if page_token.is_empty() {
+            0
+        } else {
+            decode_token(page_token, "page_token")?.parse().map_err(|_| Error::invalid("page_token", "not a token from this API"))?
+        };
+        let rows = self.store.list_versions(tenant, agent_id, after, size + 1).await?.ok_or_else(|| not_found(agent_id))?;
+        let (rows, next) = paginate(rows, size, |r| r.version.to_string());
+        Ok((rows.into_iter().map(decode).collect::<Result<_>>()?, next))
+    }
+
+    pub async fn set_default(&self, tenant: &str, agent_id: &str, version: u32) -> Result<Version> {
+        if version == 0 {
+            return Err(Error::invalid("version", "name the version to make default (1, 2, …)"));
+        }
+        match self.store.set_default(tenant, agent_id, version, self.clock.now_ms()).await? {
+            Some(rec) => decode(rec),
+            None => Err(self.get_version(tenant, agent_id, version).await.err().unwrap_or_else(|| not_found(agent_id))),
+        }
+    }
+
+    pub async fn delete_agent(&self, tenant: &str, agent_id: &str) -> Result<()> {
+        if !self.store.delete_agent(tenant, agent_id).await? {
+            return Err(not_found(agent_id));
+        }
+        self.cache.lock().expect("cache lock").retain(|k, _| !(k.0 == tenant && k.1 == agent_id));
+        Ok(())
+    }
+
+    /// The version a request names (0 = default).
+    pub async fn resolve_version(&self, tenant: &str, agent_id: &str, version: u32) -> Result<u32> {
+        if version != 0 {
+            return Ok(version);
+        }
+        self.store.default_version(tenant, agent_id).await?.ok_or_else(|| not_found(agent_id))
+    }
+
+    /// The compiled catalog of a version, built once and cached.
+    pub async fn catalog(&self, tenant: &str, agent_id: &str, version: u32) -> Result<Arc<Catalog>> {
+        let key = (tenant.to_string(), agent_id.to_string(), version);
+        let cell = {
+            let mut cache = self.cache.lock().expect("cache lock");
+            if !cache.contains_key(&key) && cache.len() >= self.cache_capacity {
+                // Versions are immutable, so any entry can go; drop one arbitrary entry.
+                if let Some(k) = cache.keys().next().cloned() {
+                    cache.remove(&k);
+                }
+            }
+            cache.entry(key.clone()).or_default().clone()
+        };
+        let result = cell
+            .get_or_try_init(|| async {
+                let v = self.get_version(tenant, agent_id, version).await?;
+                let (listed, mut diagnostics) = match &self.lister {
+                    Some(l) => l.list(&v.definition).await,
+                    None => (BTreeMap::new(), Vec::new()),
+                };
+                let def = v.definition;
+                let mut catalog = tokio::task::spawn_blocking(move || Catalog::compile(&def, &listed))
+                    .await
+                    .map_err(|e| Error::Internal(e.to_string()))?;
+                diagnostics.append(&mut catalog.diagnostics);
+                catalog.diagnostics = diagnostics;
+                Ok::<_, Error>(Arc::new(catalog))
+            })
+            .await
+            .cloned();
+        if result.is_err() {
+            self.cache.lock().expect("cache lock").remove(&key);
+        }
+        result
+    }
+
+    /// Drops a cached catalog so the next use prepares it again (tools listed upstream
+    /// changed).
+    pub fn invalidate(&self, tenant: &str, agent_id: &str, version: u32) {
+        self.cache.lock().expect("cache lock").remove(&(tenant.to_string(), agent_id.to_string(), version));
+    }
+}
+
+fn decode(rec: VersionRecord) -> Result<Version> {
+    let definition = serde_json::from_str(&rec.definition)
+        .map_err(|e| Error::Internal(format!("stored definition of {:?} v{} is unreadable: {e}", rec.agent_id, rec.version)))?;
+    Ok(Version {
+        agent_id: rec.agent_id,
+        version: rec.version,
+        is_default: rec.is_default,
+        definition,
+        create_time: rec.create_time,
+    })
+}
+
+pub const DEFAULT_PAGE_SIZE: u32 = 50;
+pub const MAX_PAGE_SIZE: u32 = 1000;
+
+pub fn page_size_or_default(n: u32) -> u32 {
+    if n == 0 { DEFAULT_PAGE_SIZE } else { n.min(MAX_PAGE_SIZE) }
+}
+
+/// Page tokens are opaque to clients: hex of the last key seen.
+pub fn encode_token(key: &str) -> String {
+    key.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+pub fn decode_token(token: &str, field: &str) -> Result<String> {
+    let bad = || Error::InvalidArgument(vec![FieldViolation::new(field, "not a token from this API")]);
+    if token.len() % 2 != 0 {
+        return Err(bad());
+    }
+    let bytes: Option<Vec<u8>> =
+        (0..token.len()).step_by(2).map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok()).collect();
+    String::from_utf8(bytes.ok_or_else(bad)?).map_err(|_| bad())
+}
+
+/// Trims a `size + 1` fetch to `size` and makes the next token.
+pub fn paginate<T>(mut rows: Vec<T>, size: u32, key: impl Fn(&T) -> String) -> (Vec<T>, String) {
+    if rows.len() > size as usize {
+        rows.truncate(size as usize);
+        let next = rows.last().map(|r| encode_token(&key(r))).unwrap_or_default();
+        (rows, next)
+    } else {
+        (rows, String::new())
+    }
+}

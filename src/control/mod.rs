@@ -241,18 +241,19 @@ pub fn parse_control_call(catalog: &Catalog, tool_name: &str, arguments: &Value)
     })())
 }
 
-/// Answers a discovery call (everything but `Call`) as the model's tool result.
-pub fn answer_discovery(catalog: &Catalog, call: &ControlCall) -> ToolResult {
+/// Answers a discovery call as the model's tool result; `None` for `Call`, which `invoke`
+/// routes.
+pub fn answer_discovery(catalog: &Catalog, call: &ControlCall) -> Option<ToolResult> {
     let result: Result<String, DiscoveryError> = match call {
         ControlCall::Discover(req) => discovery::discover(catalog, req).map(|p| p.json),
         ControlCall::Describe { group, tool } => discovery::describe(catalog, group, tool).map(|d| d.json),
         ControlCall::ListGroups { limit, offset } => discovery::list_groups(catalog, *limit, *offset).map(|p| p.json),
         ControlCall::ListTools(req) => discovery::list_tools(catalog, req).map(|p| p.json),
         ControlCall::Search { query, limit } => discovery::tool_search(catalog, query, *limit).map(|p| p.json),
-        ControlCall::Call { .. } => unreachable!("calls are routed by invoke"),
+        ControlCall::Call { .. } => return None,
     };
-    match result {
+    Some(match result {
         Ok(json) => ToolResult::ok(json),
         Err(e) => ToolResult::error(e.code(), &e.model_message(catalog)),
-    }
+    })
 }

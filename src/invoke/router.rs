@@ -151,8 +151,11 @@ impl Router {
             if let Some(parsed) = control::parse_control_call(&r.catalog, &call.tool_name, args) {
                 match parsed {
                     Err(msg) => return Ok(Outcome::Result(ToolResult::error("invalid_arguments", &msg))),
-                    Ok(ControlCall::Call { .. }) => {}
-                    Ok(other) => return Ok(Outcome::Result(control::answer_discovery(&r.catalog, &other))),
+                    Ok(other) => {
+                        if let Some(answer) = control::answer_discovery(&r.catalog, &other) {
+                            return Ok(Outcome::Result(answer));
+                        }
+                    }
                 }
             }
         }

@@ -29,11 +29,21 @@ pub struct Version {
 
 type Key = (String, String, u32);
 
+/// How long a catalog with upstream-listed tools is used before it is prepared again.
+pub const LISTED_TOOLS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+
+#[derive(Default)]
+struct Entry {
+    cell: Arc<OnceCell<Arc<Catalog>>>,
+    /// Set for catalogs whose tools were listed upstream: they are prepared again after it.
+    expires: Mutex<Option<std::time::Instant>>,
+}
+
 pub struct Registry {
     store: Store,
     clock: Arc<dyn Clock>,
     lister: Option<Arc<dyn ToolLister>>,
-    cache: Mutex<HashMap<Key, Arc<OnceCell<Arc<Catalog>>>>>,
+    cache: Mutex<HashMap<Key, Arc<Entry>>>,
     cache_capacity: usize,
     max_definition_bytes: usize,
 }
@@ -151,8 +161,15 @@ impl Registry {
     /// The compiled catalog of a version, built once and cached.
     pub async fn catalog(&self, tenant: &str, agent_id: &str, version: u32) -> Result<Arc<Catalog>> {
         let key = (tenant.to_string(), agent_id.to_string(), version);
-        let cell = {
+        let entry = {
             let mut cache = self.cache.lock().expect("cache lock");
+            let stale = cache
+                .get(&key)
+                .and_then(|e| *e.expires.lock().expect("expiry lock"))
+                .is_some_and(|t| t <= std::time::Instant::now());
+            if stale {
+                cache.remove(&key);
+            }
             if !cache.contains_key(&key) && cache.len() >= self.cache_capacity {
                 // Versions are immutable, so any entry can go; drop one arbitrary entry.
                 if let Some(k) = cache.keys().next().cloned() {
@@ -161,13 +178,17 @@ impl Registry {
             }
             cache.entry(key.clone()).or_default().clone()
         };
-        let result = cell
+        let result = entry
+            .cell
             .get_or_try_init(|| async {
                 let v = self.get_version(tenant, agent_id, version).await?;
                 let (listed, mut diagnostics) = match &self.lister {
                     Some(l) => l.list(&v.definition).await,
                     None => (BTreeMap::new(), Vec::new()),
                 };
+                if !listed.is_empty() || !diagnostics.is_empty() {
+                    *entry.expires.lock().expect("expiry lock") = Some(std::time::Instant::now() + LISTED_TOOLS_TTL);
+                }
                 let def = v.definition;
                 let mut catalog = tokio::task::spawn_blocking(move || Catalog::compile(&def, &listed))
                     .await

@@ -122,7 +122,10 @@ impl Router {
             .await?;
         Ok(usage
             .into_iter()
-            .filter(|(_, score)| *score >= cfg.warmup_calls as f64)
+            // The count decays from the moment it is recorded, so `warmup_calls` calls made
+            // minutes apart sum to slightly less than `warmup_calls`: compare the count rounded
+            // to whole calls (a tool stays hot until it decays below warmup − ½).
+            .filter(|(_, score)| *score + 0.5 >= cfg.warmup_calls as f64)
             .filter_map(|(name, _)| catalog.by_canonical(&name))
             .filter(|i| !catalog.tool(*i).pin)
             .take(cfg.max_hot as usize)

@@ -260,7 +260,7 @@ impl Router {
             let hint = if catalog.has_grouped() {
                 format!(" Use {} to find grouped tools and {} to call them.", c.exposed_names()[0], c.call)
             } else {
-                String::new()
+                " Call only the tools you were given, by their exact names.".to_string()
             };
             return Ok(Outcome::Result(ToolResult::error(
                 "unknown_tool",

@@ -199,13 +199,14 @@ pub struct RouterService {
     pub router: Arc<Router>,
 }
 
-fn tool_call(c: Option<pb::ToolCall>) -> Result<invoke::ToolCall, Status> {
-    let c = c.ok_or_else(|| invalid("call", "the model's tool call is required"))?;
+/// The model's call; `path` names it in errors (`call`, `calls[2]`).
+fn tool_call(c: Option<pb::ToolCall>, path: &str) -> Result<invoke::ToolCall, Status> {
+    let c = c.ok_or_else(|| invalid(path, "the model's tool call is required"))?;
     if c.tool_name.is_empty() {
-        return Err(invalid("call.tool_name", "the tool name the model called is required"));
+        return Err(invalid(&format!("{path}.tool_name"), "the tool name the model called is required"));
     }
     if c.tool_call_id.len() > 256 {
-        return Err(invalid("call.tool_call_id", "at most 256 bytes"));
+        return Err(invalid(&format!("{path}.tool_call_id"), "at most 256 bytes"));
     }
     Ok(invoke::ToolCall { tool_call_id: c.tool_call_id, tool_name: c.tool_name, arguments_json: c.arguments_json })
 }
@@ -306,7 +307,7 @@ impl pb::router_server::Router for RouterService {
         let r = req.into_inner();
         let a = agent_ref(r.agent)?;
         let run = run_context(r.run).map_err(to_status)?;
-        let call = tool_call(r.call)?;
+        let call = tool_call(r.call, "call")?;
         let o = self.router.handle(&t, &a.agent_id, a.version, &run, &call).await.map_err(to_status)?;
         Ok(Response::new(pb_outcome(o)))
     }
@@ -320,7 +321,7 @@ impl pb::router_server::Router for RouterService {
             .calls
             .into_iter()
             .enumerate()
-            .map(|(i, c)| tool_call(Some(c)).map_err(|_| invalid(&format!("calls[{i}].tool_name"), "the tool name the model called is required")))
+            .map(|(i, c)| tool_call(Some(c), &format!("calls[{i}]")))
             .collect::<Result<Vec<_>, _>>()?;
         let outcomes = self.router.handle_many(&t, &a.agent_id, a.version, &run, &calls).await.map_err(to_status)?;
         Ok(Response::new(pb::HandleToolCallsResponse { outcomes: outcomes.into_iter().map(pb_outcome).collect() }))

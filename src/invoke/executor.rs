@@ -160,8 +160,10 @@ fn classify(status: &tonic::Status) -> Execution {
     if connect_failure(status) {
         return Execution::NotSent(status.message().to_string());
     }
+    if deadline_passed(status) {
+        return Execution::TimedOut;
+    }
     match status.code() {
-        Code::DeadlineExceeded => Execution::TimedOut,
         Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled => {
             Execution::Lost(status.message().to_string())
         }
@@ -171,6 +173,23 @@ fn classify(status: &tonic::Status) -> Execution {
             is_error: true,
         },
     }
+}
+
+/// Did the call's deadline pass? tonic enforces `grpc-timeout` on both ends and reports it as
+/// CANCELLED "Timeout expired" (with `TimeoutExpired` in the source chain on the client side);
+/// other gRPC stacks send DEADLINE_EXCEEDED.
+fn deadline_passed(status: &tonic::Status) -> bool {
+    if status.code() == tonic::Code::DeadlineExceeded {
+        return true;
+    }
+    let mut err: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
+    while let Some(e) = err {
+        if e.is::<tonic::TimeoutExpired>() {
+            return true;
+        }
+        err = e.source();
+    }
+    status.code() == tonic::Code::Cancelled && status.message() == tonic::TimeoutExpired(()).to_string()
 }
 
 /// Did the call fail while connecting (so nothing was sent)?

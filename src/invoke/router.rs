@@ -64,6 +64,7 @@ pub struct Router {
 }
 
 /// The version a request resolved to, and its catalog.
+#[derive(Clone)]
 pub struct Resolved {
     pub version: u32,
     pub catalog: Arc<Catalog>,
@@ -122,7 +123,10 @@ impl Router {
             .await?;
         Ok(usage
             .into_iter()
-            .filter(|(_, score)| *score >= cfg.warmup_calls as f64)
+            // The count decays from the moment it is recorded, so `warmup_calls` calls made
+            // minutes apart sum to slightly less than `warmup_calls`: compare the count rounded
+            // to whole calls (a tool stays hot until it decays below warmup − ½).
+            .filter(|(_, score)| *score + 0.5 >= cfg.warmup_calls as f64)
             .filter_map(|(name, _)| catalog.by_canonical(&name))
             .filter(|i| !catalog.tool(*i).pin)
             .take(cfg.max_hot as usize)
@@ -130,19 +134,19 @@ impl Router {
     }
 
     /// `HandleToolCall`.
-    pub async fn handle(&self, tenant: &str, agent_id: &str, version: u32, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
+    pub async fn handle(self: &Arc<Self>, tenant: &str, agent_id: &str, version: u32, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
         let r = self.resolve(tenant, agent_id, version, run).await?;
         self.handle_resolved(tenant, agent_id, &r, run, call).await
     }
 
     /// `HandleToolCalls`: concurrently, outcomes in request order.
-    pub async fn handle_many(&self, tenant: &str, agent_id: &str, version: u32, run: &RunContext, calls: &[ToolCall]) -> Result<Vec<Outcome>> {
+    pub async fn handle_many(self: &Arc<Self>, tenant: &str, agent_id: &str, version: u32, run: &RunContext, calls: &[ToolCall]) -> Result<Vec<Outcome>> {
         let r = self.resolve(tenant, agent_id, version, run).await?;
         let futures = calls.iter().map(|c| self.handle_resolved(tenant, agent_id, &r, run, c));
         futures::future::join_all(futures).await.into_iter().collect()
     }
 
-    async fn handle_resolved(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
+    async fn handle_resolved(self: &Arc<Self>, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
         // Discovery answers are pure: no need to remember them.
         let arguments: Option<Value> = serde_json::from_str(&call.arguments_json).ok();
         let empty = Value::Object(Default::default());
@@ -166,7 +170,7 @@ impl Router {
     }
 
     /// Runs a call once per (agent, run, tool call id); duplicates get the first outcome.
-    async fn exactly_once(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
+    async fn exactly_once(self: &Arc<Self>, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
         let key: CallKey = (tenant.into(), agent_id.into(), run.run_id.clone(), call.tool_call_id.clone());
         let store = self.registry.store();
         loop {
@@ -193,19 +197,28 @@ impl Router {
             }
         }
         let (tx, rx) = watch::channel(None);
-        self.inflight.lock().expect("inflight lock").insert(key.clone(), rx);
-        let outcome = self.route(tenant, agent_id, r, run, call).await;
-        let stored = match &outcome {
-            Ok(o) => store.finish_call(tenant, agent_id, &run.run_id, &call.tool_call_id, &encode_outcome(o), self.now()).await,
-            Err(_) => {
-                // A protocol fault is not an outcome: let a retry run it again.
-                store.release_call(tenant, agent_id, &run.run_id, &call.tool_call_id).await
-            }
-        };
-        let _ = tx.send(outcome.as_ref().ok().cloned());
-        self.inflight.lock().expect("inflight lock").remove(&key);
-        stored?;
-        outcome
+        self.inflight.lock().expect("inflight lock").insert(key.clone(), rx.clone());
+        // The claimed call runs to its end even if this request is cancelled (the host's
+        // deadline passed, it disconnected): once sent, its outcome must be recorded for the
+        // host's retry, which waits for it instead of finding an orphaned claim.
+        let this = self.clone();
+        let (tenant, agent_id, r, run, call) = (tenant.to_string(), agent_id.to_string(), r.clone(), run.clone(), call.clone());
+        let task = tokio::spawn(async move {
+            let _unlist = Unlist { router: &this, key, rx };
+            let store = this.registry.store();
+            let outcome = this.route(&tenant, &agent_id, &r, &run, &call).await;
+            let stored = match &outcome {
+                Ok(o) => store.finish_call(&tenant, &agent_id, &run.run_id, &call.tool_call_id, &encode_outcome(o), this.now()).await,
+                Err(_) => {
+                    // A protocol fault is not an outcome: let a retry run it again.
+                    store.release_call(&tenant, &agent_id, &run.run_id, &call.tool_call_id).await
+                }
+            };
+            let _ = tx.send(outcome.as_ref().ok().cloned());
+            stored?;
+            outcome
+        });
+        task.await.map_err(|e| Error::Internal(format!("tool call task failed: {e}")))?
     }
 
     /// Resolves the target of a non-control call and runs, defers or refuses it.
@@ -260,7 +273,7 @@ impl Router {
             let hint = if catalog.has_grouped() {
                 format!(" Use {} to find grouped tools and {} to call them.", c.exposed_names()[0], c.call)
             } else {
-                String::new()
+                " Call only the tools you were given, by their exact names.".to_string()
             };
             return Ok(Outcome::Result(ToolResult::error(
                 "unknown_tool",
@@ -440,7 +453,7 @@ impl Router {
     // ----- deferred records -----
 
     /// `ResolveDeferred`: idempotent; a conflicting second resolution is refused.
-    pub async fn resolve_deferred(&self, tenant: &str, id: &str, resolution: Resolution) -> Result<ToolResult> {
+    pub async fn resolve_deferred(self: &Arc<Self>, tenant: &str, id: &str, resolution: Resolution) -> Result<ToolResult> {
         let store = self.registry.store();
         let row = store.get_deferred(tenant, id).await?.ok_or_else(|| Error::NotFound(format!("deferred call {id:?} not found")))?;
         let record: DeferredRecord = serde_json::from_str(&row.record).map_err(|e| Error::Internal(e.to_string()))?;
@@ -481,6 +494,24 @@ impl Router {
             Transition::Missing => return Err(Error::NotFound(format!("deferred call {id:?} not found"))),
             Transition::Already(row) => return self.await_resolution(tenant, id, row, &resolution_text).await,
         }
+        // Like a claimed tool call, the resolution runs to its end even if this request is
+        // cancelled, so a retry finds the stored result instead of a record stuck executing.
+        let this = self.clone();
+        let (tenant, id) = (tenant.to_string(), id.to_string());
+        let task = tokio::spawn(async move { this.complete_resolution(&tenant, &id, resolution, record, catalog, arguments).await });
+        task.await.map_err(|e| Error::Internal(format!("resolution task failed: {e}")))?
+    }
+
+    /// Runs an accepted resolution and stores its result.
+    async fn complete_resolution(
+        &self,
+        tenant: &str,
+        id: &str,
+        resolution: Resolution,
+        record: DeferredRecord,
+        catalog: Option<(Arc<Catalog>, u32)>,
+        arguments: String,
+    ) -> Result<ToolResult> {
         let result = match (&resolution, catalog) {
             (Resolution::Approve { .. }, Some((catalog, i))) => {
                 let r = self.execute(tenant, &record.agent_id, &catalog, i, &arguments, &record.call.original_call.tool_call_id, &record.run).await;
@@ -501,7 +532,7 @@ impl Router {
             (Resolution::Approve { .. }, None) => unreachable!("approve always has a catalog"),
         };
         let text = serde_json::to_string(&result).map_err(|e| Error::Internal(e.to_string()))?;
-        store.complete_deferred(tenant, id, &text, self.now()).await?;
+        self.registry.store().complete_deferred(tenant, id, &text, self.now()).await?;
         Ok(result)
     }
 
@@ -572,6 +603,23 @@ impl Router {
     pub async fn expire_runs(&self) -> Result<u64> {
         let before = self.now() - self.config.run_idle.as_millis() as i64;
         Ok(self.registry.store().expire_runs(before).await?)
+    }
+}
+
+/// Takes a finished (or abandoned) call off the in-process list, unless a newer claim of the
+/// same call id has replaced it.
+struct Unlist<'a> {
+    router: &'a Router,
+    key: CallKey,
+    rx: watch::Receiver<Option<Outcome>>,
+}
+
+impl Drop for Unlist<'_> {
+    fn drop(&mut self) {
+        let mut inflight = self.router.inflight.lock().unwrap_or_else(|e| e.into_inner());
+        if inflight.get(&self.key).is_some_and(|rx| rx.same_channel(&self.rx)) {
+            inflight.remove(&self.key);
+        }
     }
 }
 

@@ -153,12 +153,31 @@ pub struct FakeExecutor {
     pub calls: Arc<AtomicUsize>,
     pub last: Arc<std::sync::Mutex<Option<pb::ExecuteRequest>>>,
     pub listed: Vec<pb::ToolDeclaration>,
+    /// The `grpc-timeout` header of the last call, as received.
+    pub last_timeout: Arc<std::sync::Mutex<Option<String>>>,
+    /// Calls executing right now, and the most seen at once.
+    pub inflight: Arc<AtomicUsize>,
+    pub max_inflight: Arc<AtomicUsize>,
+}
+
+/// Counts a call as in flight until dropped (also when the call is cancelled).
+struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 #[tonic::async_trait]
 impl ToolExecutor for FakeExecutor {
     async fn execute(&self, req: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
         self.calls.fetch_add(1, Ordering::SeqCst);
+        let now = self.inflight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max_inflight.fetch_max(now, Ordering::SeqCst);
+        let _inflight = InFlight(self.inflight.clone());
+        *self.last_timeout.lock().unwrap() =
+            req.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).map(str::to_string);
         let r = req.into_inner();
         *self.last.lock().unwrap() = Some(r.clone());
         match &self.behaviour {
@@ -198,6 +217,44 @@ impl ExecutorHandle {
     pub fn calls(&self) -> usize {
         self.exec.calls.load(Ordering::SeqCst)
     }
+
+    /// The arguments of the last call the executor received.
+    pub fn last_arguments(&self) -> serde_json::Value {
+        let last = self.exec.last.lock().unwrap();
+        serde_json::from_str(&last.as_ref().expect("the executor was called").arguments_json).expect("JSON arguments")
+    }
+
+    /// The deadline the last call carried (`grpc-timeout`), if any.
+    pub fn last_deadline(&self) -> Option<Duration> {
+        self.exec.last_timeout.lock().unwrap().as_deref().map(parse_grpc_timeout)
+    }
+
+    pub fn max_inflight(&self) -> usize {
+        self.exec.max_inflight.load(Ordering::SeqCst)
+    }
+}
+
+/// Parses a `grpc-timeout` header value (`<digits><unit>`, unit one of H M S m u n).
+pub fn parse_grpc_timeout(v: &str) -> Duration {
+    let (digits, unit) = v.split_at(v.len() - 1);
+    let n: u64 = digits.parse().expect("grpc-timeout digits");
+    match unit {
+        "H" => Duration::from_secs(n * 3600),
+        "M" => Duration::from_secs(n * 60),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        other => panic!("unknown grpc-timeout unit {other:?}"),
+    }
+}
+
+/// An endpoint on which nothing listens (the port was bound, then released).
+pub async fn refused_endpoint() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    format!("http://{addr}")
 }
 
 impl Drop for ExecutorHandle {
@@ -213,7 +270,15 @@ pub async fn spawn_executor(behaviour: Behaviour) -> ExecutorHandle {
 pub async fn spawn_executor_listing(behaviour: Behaviour, listed: Vec<pb::ToolDeclaration>) -> ExecutorHandle {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().unwrap();
-    let exec = FakeExecutor { behaviour, calls: Arc::new(AtomicUsize::new(0)), last: Default::default(), listed };
+    let exec = FakeExecutor {
+        behaviour,
+        calls: Arc::new(AtomicUsize::new(0)),
+        last: Default::default(),
+        listed,
+        last_timeout: Default::default(),
+        inflight: Default::default(),
+        max_inflight: Default::default(),
+    };
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
     let svc = ToolExecutorServer::new(exec.clone());
@@ -247,6 +312,105 @@ pub async fn spawn_dropping_executor() -> (SocketAddr, Arc<AtomicUsize>) {
         }
     });
     (addr, seen)
+}
+
+/// Collects the tracing events emitted on this thread (use with the default current-thread
+/// test runtime, where the server's tasks run on the test's thread).
+#[derive(Clone, Default)]
+pub struct EventLog(Arc<std::sync::Mutex<Vec<std::collections::BTreeMap<String, String>>>>);
+
+impl EventLog {
+    pub fn capture() -> (EventLog, tracing::subscriber::DefaultGuard) {
+        use tracing_subscriber::layer::SubscriberExt;
+        let log = EventLog::default();
+        let subscriber = tracing_subscriber::registry().with(log.clone());
+        (log, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// Events whose message is `message` and whose `field` is `value`.
+    pub fn count(&self, message: &str, field: &str, value: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.get("message").map(String::as_str) == Some(message) && e.get(field).map(String::as_str) == Some(value))
+            .count()
+    }
+}
+
+struct FieldsVisitor<'a>(&'a mut std::collections::BTreeMap<String, String>);
+
+impl tracing::field::Visit for FieldsVisitor<'_> {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.insert(field.name().to_string(), format!("{value:?}"));
+    }
+
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.insert(field.name().to_string(), value.to_string());
+    }
+}
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for EventLog {
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: tracing_subscriber::layer::Context<'_, S>) {
+        let mut fields = std::collections::BTreeMap::new();
+        event.record(&mut FieldsVisitor(&mut fields));
+        self.0.lock().unwrap().push(fields);
+    }
+}
+
+/// A run context with identity claims and a caller.
+pub fn run_as(run: &str, user: Option<&str>, caller: pb::Caller) -> pb::RunContext {
+    pb::RunContext {
+        run_id: run.into(),
+        identity: user.map(|u| [("user_id".to_string(), u.to_string())].into()).unwrap_or_default(),
+        caller: caller as i32,
+        ..Default::default()
+    }
+}
+
+impl TestServer {
+    /// HandleToolCall with the model's argument text as is; the gRPC status on failure.
+    pub async fn handle_raw(&self, agent: &str, run: pb::RunContext, id: &str, tool: &str, arguments_json: &str) -> Result<pb::handle_tool_call_response::Outcome, Status> {
+        let resp = self
+            .router()
+            .handle_tool_call(pb::HandleToolCallRequest {
+                agent: Some(agent_ref(agent)),
+                run: Some(run),
+                call: Some(pb::ToolCall { tool_call_id: id.into(), tool_name: tool.into(), arguments_json: arguments_json.into() }),
+            })
+            .await?;
+        Ok(resp.into_inner().outcome.expect("an outcome"))
+    }
+
+    pub async fn model_tools(&self, agent: &str, run: pb::RunContext) -> pb::GetModelToolsResponse {
+        self.router()
+            .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref(agent)), run: Some(run) })
+            .await
+            .expect("get model tools")
+            .into_inner()
+    }
+
+    pub async fn resolve(&self, id: &str, resolution: pb::resolve_deferred_request::Resolution) -> Result<pb::ToolResult, Status> {
+        self.router()
+            .resolve_deferred(pb::ResolveDeferredRequest { deferred_id: id.into(), resolution: Some(resolution) })
+            .await
+            .map(|r| r.into_inner())
+    }
+}
+
+/// The result of an outcome: (parsed content, is_error).
+pub fn result_of(outcome: &pb::handle_tool_call_response::Outcome) -> (serde_json::Value, bool) {
+    match outcome {
+        pb::handle_tool_call_response::Outcome::Result(r) => (serde_json::from_str(&r.content_json).expect("JSON content"), r.is_error),
+        other => panic!("expected a result, got {other:?}"),
+    }
+}
+
+pub fn deferred_of(outcome: &pb::handle_tool_call_response::Outcome) -> pb::DeferredCall {
+    match outcome {
+        pb::handle_tool_call_response::Outcome::Deferred(d) => d.clone(),
+        other => panic!("expected a deferred call, got {other:?}"),
+    }
 }
 
 pub fn content(outcome: &pb::handle_tool_call_response::Outcome) -> serde_json::Value {

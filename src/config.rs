@@ -97,3 +97,28 @@ impl From<ServeArgs> for ServerConfig {
         }
     }
 }
+
+/// A store URL fit for logs: any password is masked.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
+    let (auth, host) = match rest.rsplit_once('@') {
+        Some(parts) => parts,
+        None => return url.to_string(),
+    };
+    match auth.split_once(':') {
+        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::redact_url;
+
+    #[test]
+    fn store_url_passwords_are_masked_for_logs() {
+        assert_eq!(redact_url("postgres://tr:s3cret@db:5432/tr"), "postgres://tr:***@db:5432/tr");
+        assert_eq!(redact_url("sqlite://toolrouter.db"), "sqlite://toolrouter.db");
+        assert_eq!(redact_url("postgres://tr@db/tr"), "postgres://tr@db/tr");
+    }
+}

@@ -52,6 +52,7 @@ impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::BadUrl(u) => Error::Internal(format!("bad store URL {u}")),
+            StoreError::Unreachable { .. } => Error::Unavailable(format!("store unavailable: {e}")),
             StoreError::Db(e) => Error::Unavailable(format!("store unavailable: {e}")),
         }
     }

@@ -1,18 +1,24 @@
 //! Durable state: definitions, default pointers, runs, tool-call outcomes, deferred records
 //! and usage counts, behind domain-level methods so no sqlx type leaves this module.
 //!
-//! Backends, chosen by the store URL:
-//! - `sqlite://FILE` (or `sqlite::memory:`): the embedded store, one file (`sqlite.rs`).
+//! Two backends with the same behaviour, chosen by the store URL:
+//! - `sqlite://FILE` (or `sqlite::memory:`): the embedded store, one file (`sqlite.rs`);
+//! - `postgres://USER:PASSWORD@HOST:PORT/DB`: one database shared by several replicas
+//!   (`postgres.rs`); its schema is migrated at start-up, safely when replicas start at once.
 //!
 //! Nothing here caches: every read (the default version of an agent in particular) asks the
 //! database, so a change made through one replica is seen by every other at its next request.
 
+mod postgres;
 mod sqlite;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("unsupported store URL {0:?}: use sqlite://FILE (or sqlite::memory:)")]
+    #[error("unsupported store URL {0:?}: use sqlite://FILE (or sqlite::memory:) or postgres://USER:PASSWORD@HOST:PORT/DB")]
     BadUrl(String),
+    /// The database server could not be reached or refused the connection (at start-up).
+    #[error("cannot connect to the PostgreSQL server at {target}: {reason}")]
+    Unreachable { target: String, reason: String },
     #[error("store error: {0}")]
     Db(#[from] sqlx::Error),
 }
@@ -77,6 +83,7 @@ pub struct Store {
 #[derive(Clone, Debug)]
 enum Backend {
     Sqlite(sqlite::SqliteStore),
+    Postgres(postgres::PgStore),
 }
 
 /// Calls the same method on whichever backend this store uses.
@@ -84,6 +91,7 @@ macro_rules! dispatch {
     ($self:ident . $method:ident ( $($arg:expr),* $(,)? )) => {
         match &$self.backend {
             Backend::Sqlite(s) => s.$method($($arg),*).await,
+            Backend::Postgres(p) => p.$method($($arg),*).await,
         }
     };
 }
@@ -93,16 +101,19 @@ impl Store {
     pub async fn open(url: &str) -> Result<Store, StoreError> {
         let backend = if url.starts_with("sqlite:") {
             Backend::Sqlite(sqlite::SqliteStore::open(url).await?)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres(postgres::PgStore::open(url).await?)
         } else {
             return Err(StoreError::BadUrl(redact_url(url)));
         };
         Ok(Store { backend })
     }
 
-    /// `"sqlite"`.
+    /// `"sqlite"` or `"postgres"`.
     pub fn backend_name(&self) -> &'static str {
         match &self.backend {
             Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
         }
     }
 

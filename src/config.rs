@@ -36,7 +36,8 @@ pub struct ServeArgs {
     /// HTTP listen address (health and readiness).
     #[arg(long, default_value = "127.0.0.1:8080", env = "TOOLROUTER_HTTP_ADDR")]
     pub http_addr: SocketAddr,
-    /// Store URL: sqlite://FILE (embedded, the default).
+    /// Store URL: sqlite://FILE (embedded, the default) or
+    /// postgres://USER:PASSWORD@HOST:PORT/DB (shared by several replicas; plain TCP, no TLS yet).
     #[arg(long, default_value = "sqlite://toolrouter.db", env = "TOOLROUTER_STORE")]
     pub store: String,
     /// Largest accepted definition, in bytes.

@@ -42,12 +42,11 @@ fi
 # 1. The server binaries, from Debian's packages, without the default cluster on :5432.
 if [ -z "$(pg_bin)" ]; then
     log "installing PostgreSQL from the Debian packages"
-    mkdir -p /etc/postgresql-common
-    if [ ! -f /etc/postgresql-common/createcluster.conf ]; then
-        echo "create_main_cluster = false" > /etc/postgresql-common/createcluster.conf
-    fi
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq >&2
+    # postgresql-common first, told not to create (and start) the default cluster on :5432.
+    apt-get install -y -qq --no-install-recommends postgresql-common >&2
+    sed -ri 's/^#? *(create_main_cluster) .*$/\1 = false/' /etc/postgresql-common/createcluster.conf
     apt-get install -y -qq --no-install-recommends postgresql >&2
 fi
 BIN="$(pg_bin)"

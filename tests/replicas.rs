@@ -70,10 +70,10 @@ async fn binary(name: &'static str, store: &str) -> Replica {
         let mut tx = Some(tx);
         for line in BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };
-            if let Some(rest) = line.strip_prefix("toolrouter listening: ") {
-                if let Some(tx) = tx.take() {
-                    let _ = tx.send(rest.to_string());
-                }
+            if let Some(rest) = line.strip_prefix("toolrouter listening: ")
+                && let Some(tx) = tx.take()
+            {
+                let _ = tx.send(rest.to_string());
             }
         }
     });
@@ -260,8 +260,8 @@ async fn a_call_deferred_on_one_replica_is_listed_and_approved_on_another_and_ru
     a.create("crm", def, true).await;
 
     let d = deferred_of(&a.call("crm", "r1", "c1", "call_tool", call_crm(42)).await);
-    assert_eq!(b.pending("crm").await, [d.deferred_id.clone()]);
-    assert_eq!(c.pending("crm").await, [d.deferred_id.clone()]);
+    assert_eq!(b.pending("crm").await, [d.deferred_id.as_str()]);
+    assert_eq!(c.pending("crm").await, [d.deferred_id.as_str()]);
     // The same call id on another replica is the same deferred call.
     assert_eq!(deferred_of(&c.call("crm", "r1", "c1", "call_tool", call_crm(42)).await).deferred_id, d.deferred_id);
 

@@ -276,10 +276,10 @@ pub fn redact_url(url: &str) -> String {
     if let Some(scheme_end) = out.find("://") {
         let rest = scheme_end + 3;
         let authority_end = out[rest..].find(['/', '?']).map_or(out.len(), |i| rest + i);
-        if let Some(at) = out[rest..authority_end].rfind('@').map(|i| rest + i) {
-            if let Some(colon) = out[rest..at].find(':').map(|i| rest + i) {
-                out.replace_range(colon + 1..at, "***");
-            }
+        if let Some(at) = out[rest..authority_end].rfind('@').map(|i| rest + i)
+            && let Some(colon) = out[rest..at].find(':').map(|i| rest + i)
+        {
+            out.replace_range(colon + 1..at, "***");
         }
     }
     if let Some(q) = out.find('?') {

@@ -28,7 +28,7 @@ if [ "$(id -u)" -ne 0 ]; then
     exit 1
 fi
 
-pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1; }
+pg_bin() { ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1 || true; }
 as_postgres() { runuser -u postgres -- "$@"; }
 
 if [ "${1:-}" = "stop" ]; then

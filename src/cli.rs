@@ -17,7 +17,9 @@ async fn serve(cfg: ServerConfig) -> anyhow::Result<()> {
     let server = crate::server::start(cfg.clone()).await?;
     println!(
         "toolrouter listening: grpc={} http={} store={}",
-        server.grpc_addr, server.http_addr, crate::config::redact_url(&cfg.store)
+        server.grpc_addr,
+        server.http_addr,
+        crate::store::redact_url(&cfg.store)
     );
     shutdown_signal().await;
     tracing::info!("shutting down");

@@ -36,7 +36,8 @@ pub struct ServeArgs {
     /// HTTP listen address (health and readiness).
     #[arg(long, default_value = "127.0.0.1:8080", env = "TOOLROUTER_HTTP_ADDR")]
     pub http_addr: SocketAddr,
-    /// Store URL: sqlite://FILE (embedded, the default).
+    /// Store URL: sqlite://FILE (embedded, the default) or
+    /// postgres://USER:PASSWORD@HOST:PORT/DB (shared by several replicas; plain TCP, no TLS yet).
     #[arg(long, default_value = "sqlite://toolrouter.db", env = "TOOLROUTER_STORE")]
     pub store: String,
     /// Largest accepted definition, in bytes.
@@ -98,27 +99,3 @@ impl From<ServeArgs> for ServerConfig {
     }
 }
 
-/// A store URL fit for logs: any password is masked.
-pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_string() };
-    let (auth, host) = match rest.rsplit_once('@') {
-        Some(parts) => parts,
-        None => return url.to_string(),
-    };
-    match auth.split_once(':') {
-        Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_string(),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::redact_url;
-
-    #[test]
-    fn store_url_passwords_are_masked_for_logs() {
-        assert_eq!(redact_url("postgres://tr:s3cret@db:5432/tr"), "postgres://tr:***@db:5432/tr");
-        assert_eq!(redact_url("sqlite://toolrouter.db"), "sqlite://toolrouter.db");
-        assert_eq!(redact_url("postgres://tr@db/tr"), "postgres://tr@db/tr");
-    }
-}

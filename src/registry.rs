@@ -52,6 +52,7 @@ impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::BadUrl(u) => Error::Internal(format!("bad store URL {u}")),
+            StoreError::Unreachable { .. } => Error::Unavailable(format!("store unavailable: {e}")),
             StoreError::Db(e) => Error::Unavailable(format!("store unavailable: {e}")),
         }
     }
@@ -150,7 +151,10 @@ impl Registry {
         Ok(())
     }
 
-    /// The version a request names (0 = default).
+    /// The version a request names (0 = default). The default pointer is read from the
+    /// store on every request, never cached: with several replicas on one database, a
+    /// default promoted through any of them is served by every replica from its next
+    /// request on (no staleness window). Catalogs are cached per immutable version only.
     pub async fn resolve_version(&self, tenant: &str, agent_id: &str, version: u32) -> Result<u32> {
         if version != 0 {
             return Ok(version);

@@ -27,7 +27,7 @@ pub struct RunningServer {
 }
 
 pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
-    let store = Store::open(&cfg.store).await.with_context(|| format!("opening store {}", crate::config::redact_url(&cfg.store)))?;
+    let store = Store::open(&cfg.store).await.with_context(|| format!("opening store {}", crate::store::redact_url(&cfg.store)))?;
     let executors = Arc::new(Executors::new(cfg.executor.clone()));
     let registry = Arc::new(Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes).with_lister(executors.clone()));
     let router = Arc::new(Router::new(registry.clone(), executors, cfg.router.clone()));

@@ -1,17 +1,24 @@
 //! Durable state: definitions, default pointers, runs, tool-call outcomes, deferred records
-//! and usage counts. The embedded backend is one SQLite file; the SQL lives here, behind
-//! domain-level methods, so no sqlx type leaves this module.
+//! and usage counts, behind domain-level methods so no sqlx type leaves this module.
+//!
+//! Two backends with the same behaviour, chosen by the store URL:
+//! - `sqlite://FILE` (or `sqlite::memory:`): the embedded store, one file (`sqlite.rs`);
+//! - `postgres://USER:PASSWORD@HOST:PORT/DB`: one database shared by several replicas
+//!   (`postgres.rs`); its schema is migrated at start-up, safely when replicas start at once.
+//!
+//! Nothing here caches: every read (the default version of an agent in particular) asks the
+//! database, so a change made through one replica is seen by every other at its next request.
 
-use std::str::FromStr;
-use std::time::Duration;
-
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::Row;
+mod postgres;
+mod sqlite;
 
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("unsupported store URL {0:?}: use sqlite://FILE (or sqlite::memory:)")]
+    #[error("unsupported store URL {0:?}: use sqlite://FILE (or sqlite::memory:) or postgres://USER:PASSWORD@HOST:PORT/DB")]
     BadUrl(String),
+    /// The database server could not be reached or refused the connection (at start-up).
+    #[error("cannot connect to the PostgreSQL server at {target}: {reason}")]
+    Unreachable { target: String, reason: String },
     #[error("store error: {0}")]
     Db(#[from] sqlx::Error),
 }
@@ -70,43 +77,49 @@ pub enum Transition {
 
 #[derive(Clone, Debug)]
 pub struct Store {
-    pool: SqlitePool,
+    backend: Backend,
 }
 
-const SCHEMA: &str = include_str!("schema_sqlite.sql");
+#[derive(Clone, Debug)]
+enum Backend {
+    Sqlite(sqlite::SqliteStore),
+    Postgres(postgres::PgStore),
+}
+
+/// Calls the same method on whichever backend this store uses.
+macro_rules! dispatch {
+    ($self:ident . $method:ident ( $($arg:expr),* $(,)? )) => {
+        match &$self.backend {
+            Backend::Sqlite(s) => s.$method($($arg),*).await,
+            Backend::Postgres(p) => p.$method($($arg),*).await,
+        }
+    };
+}
 
 impl Store {
     /// Opens (and creates) the store named by `url` and applies the schema.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
-        let memory = url == "sqlite::memory:" || url == "sqlite://:memory:";
-        if !url.starts_with("sqlite:") {
-            return Err(StoreError::BadUrl(url.to_string()));
+        let backend = if url.starts_with("sqlite:") {
+            Backend::Sqlite(sqlite::SqliteStore::open(url).await?)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Backend::Postgres(postgres::PgStore::open(url).await?)
+        } else {
+            return Err(StoreError::BadUrl(redact_url(url)));
+        };
+        Ok(Store { backend })
+    }
+
+    /// `"sqlite"` or `"postgres"`.
+    pub fn backend_name(&self) -> &'static str {
+        match &self.backend {
+            Backend::Sqlite(_) => "sqlite",
+            Backend::Postgres(_) => "postgres",
         }
-        let opts = SqliteConnectOptions::from_str(url)
-            .map_err(|_| StoreError::BadUrl(url.to_string()))?
-            .create_if_missing(true)
-            .journal_mode(if memory { SqliteJournalMode::Memory } else { SqliteJournalMode::Wal })
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true);
-        // An in-memory database lives in one connection.
-        let pool = SqlitePoolOptions::new()
-            .max_connections(if memory { 1 } else { 8 })
-            .min_connections(1)
-            .connect_with(opts)
-            .await?;
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
-        for stmt in SCHEMA.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-            sqlx::query(sqlx::AssertSqlSafe(stmt.to_string())).execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(Store { pool })
     }
 
     /// Is the store reachable?
     pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
+        dispatch!(self.ping())
     }
 
     // ----- agent definitions -----
@@ -122,188 +135,37 @@ impl Store {
         make_default: bool,
         now: i64,
     ) -> Result<(VersionRecord, bool), StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let agent = sqlx::query("SELECT default_version, latest_version FROM agents WHERE tenant = ? AND agent_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let (default, latest) = match &agent {
-            Some(r) => (r.get::<i64, _>(0) as u32, r.get::<i64, _>(1) as u32),
-            None => (0, 0),
-        };
-        if latest > 0 {
-            let row = sqlx::query("SELECT definition, create_time FROM agent_versions WHERE tenant = ? AND agent_id = ? AND version = ?")
-                .bind(tenant)
-                .bind(agent_id)
-                .bind(latest as i64)
-                .fetch_one(&mut *tx)
-                .await?;
-            let existing: String = row.get(0);
-            if existing == definition {
-                let mut is_default = default == latest;
-                if make_default && !is_default {
-                    set_default_tx(&mut tx, tenant, agent_id, latest, now).await?;
-                    is_default = true;
-                }
-                tx.commit().await?;
-                let rec = VersionRecord {
-                    agent_id: agent_id.into(),
-                    version: latest,
-                    is_default,
-                    definition: existing,
-                    create_time: row.get(1),
-                };
-                return Ok((rec, false));
-            }
-        }
-        let version = latest + 1;
-        sqlx::query("INSERT INTO agent_versions (tenant, agent_id, version, definition, create_time) VALUES (?, ?, ?, ?, ?)")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(version as i64)
-            .bind(definition)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        let is_default = make_default || latest == 0;
-        let new_default = if is_default { version } else { default };
-        if agent.is_some() {
-            sqlx::query("UPDATE agents SET default_version = ?, latest_version = ?, update_time = ? WHERE tenant = ? AND agent_id = ?")
-                .bind(new_default as i64)
-                .bind(version as i64)
-                .bind(now)
-                .bind(tenant)
-                .bind(agent_id)
-                .execute(&mut *tx)
-                .await?;
-        } else {
-            sqlx::query("INSERT INTO agents (tenant, agent_id, default_version, latest_version, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?)")
-                .bind(tenant)
-                .bind(agent_id)
-                .bind(new_default as i64)
-                .bind(version as i64)
-                .bind(now)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        let rec = VersionRecord {
-            agent_id: agent_id.into(),
-            version,
-            is_default,
-            definition: definition.into(),
-            create_time: now,
-        };
-        Ok((rec, true))
+        dispatch!(self.create_version(tenant, agent_id, definition, make_default, now))
     }
 
     /// The version asked for (`None` = the default one).
     pub async fn get_version(&self, tenant: &str, agent_id: &str, version: Option<u32>) -> Result<Option<VersionRecord>, StoreError> {
-        let row = sqlx::query(
-            "SELECT v.version, v.definition, v.create_time, a.default_version FROM agents a \
-             JOIN agent_versions v ON v.tenant = a.tenant AND v.agent_id = a.agent_id \
-             WHERE a.tenant = ? AND a.agent_id = ? AND v.version = COALESCE(?, a.default_version)",
-        )
-        .bind(tenant)
-        .bind(agent_id)
-        .bind(version.map(|v| v as i64))
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map(|r| version_from_row(agent_id, &r)))
+        dispatch!(self.get_version(tenant, agent_id, version))
     }
 
     /// The default version number of an agent, if the agent exists.
     pub async fn default_version(&self, tenant: &str, agent_id: &str) -> Result<Option<u32>, StoreError> {
-        let row = sqlx::query("SELECT default_version FROM agents WHERE tenant = ? AND agent_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| r.get::<i64, _>(0) as u32))
+        dispatch!(self.default_version(tenant, agent_id))
     }
 
+    /// Agents with an id after `after` (byte order), ascending.
     pub async fn list_agents(&self, tenant: &str, after: &str, limit: u32) -> Result<Vec<AgentRecord>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT agent_id, default_version, latest_version, create_time, update_time FROM agents \
-             WHERE tenant = ? AND agent_id > ? ORDER BY agent_id LIMIT ?",
-        )
-        .bind(tenant)
-        .bind(after)
-        .bind(limit as i64)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| AgentRecord {
-                agent_id: r.get(0),
-                default_version: r.get::<i64, _>(1) as u32,
-                latest_version: r.get::<i64, _>(2) as u32,
-                create_time: r.get(3),
-                update_time: r.get(4),
-            })
-            .collect())
+        dispatch!(self.list_agents(tenant, after, limit))
     }
 
     /// Versions after `after`, ascending; `None` if the agent does not exist.
     pub async fn list_versions(&self, tenant: &str, agent_id: &str, after: u32, limit: u32) -> Result<Option<Vec<VersionRecord>>, StoreError> {
-        if self.default_version(tenant, agent_id).await?.is_none() {
-            return Ok(None);
-        }
-        let rows = sqlx::query(
-            "SELECT v.version, v.definition, v.create_time, a.default_version FROM agent_versions v \
-             JOIN agents a ON v.tenant = a.tenant AND v.agent_id = a.agent_id \
-             WHERE v.tenant = ? AND v.agent_id = ? AND v.version > ? ORDER BY v.version LIMIT ?",
-        )
-        .bind(tenant)
-        .bind(agent_id)
-        .bind(after as i64)
-        .bind(limit as i64)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(Some(rows.iter().map(|r| version_from_row(agent_id, r)).collect()))
+        dispatch!(self.list_versions(tenant, agent_id, after, limit))
     }
 
     /// Moves the default pointer; `None` if the agent or version does not exist.
     pub async fn set_default(&self, tenant: &str, agent_id: &str, version: u32, now: i64) -> Result<Option<VersionRecord>, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let row = sqlx::query("SELECT definition, create_time FROM agent_versions WHERE tenant = ? AND agent_id = ? AND version = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(version as i64)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(row) = row else { return Ok(None) };
-        set_default_tx(&mut tx, tenant, agent_id, version, now).await?;
-        tx.commit().await?;
-        Ok(Some(VersionRecord {
-            agent_id: agent_id.into(),
-            version,
-            is_default: true,
-            definition: row.get(0),
-            create_time: row.get(1),
-        }))
+        dispatch!(self.set_default(tenant, agent_id, version, now))
     }
 
     /// Deletes an agent, its versions and runs; false if it did not exist.
     pub async fn delete_agent(&self, tenant: &str, agent_id: &str) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let n = sqlx::query("DELETE FROM agents WHERE tenant = ? AND agent_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        for table in ["agent_versions", "runs", "tool_usage"] {
-            sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table} WHERE tenant = ? AND agent_id = ?")))
-                .bind(tenant)
-                .bind(agent_id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(n > 0)
+        dispatch!(self.delete_agent(tenant, agent_id))
     }
 
     // ----- runs -----
@@ -311,178 +173,62 @@ impl Store {
     /// The version a run is pinned to, pinning `version` if the run is new or expired
     /// (idle since before `expired_before`).
     pub async fn pin_run(&self, tenant: &str, agent_id: &str, run_id: &str, version: u32, now: i64, expired_before: i64) -> Result<u32, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query("DELETE FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ? AND last_seen < ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(expired_before)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET last_seen = excluded.last_seen")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(version as i64)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        let row = sqlx::query("SELECT version FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(row.get::<i64, _>(0) as u32)
+        dispatch!(self.pin_run(tenant, agent_id, run_id, version, now, expired_before))
     }
 
     /// The version a live run is pinned to.
     pub async fn run_version(&self, tenant: &str, agent_id: &str, run_id: &str, expired_before: i64) -> Result<Option<u32>, StoreError> {
-        let row = sqlx::query("SELECT version FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ? AND last_seen >= ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(expired_before)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| r.get::<i64, _>(0) as u32))
+        dispatch!(self.run_version(tenant, agent_id, run_id, expired_before))
     }
 
     pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
-        let n = sqlx::query("DELETE FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-        Ok(n > 0)
+        dispatch!(self.end_run(tenant, agent_id, run_id))
     }
 
     /// Forgets runs idle since before `expired_before`; returns how many.
     pub async fn expire_runs(&self, expired_before: i64) -> Result<u64, StoreError> {
-        Ok(sqlx::query("DELETE FROM runs WHERE last_seen < ?").bind(expired_before).execute(&self.pool).await?.rows_affected())
+        dispatch!(self.expire_runs(expired_before))
     }
 
     // ----- tool-call idempotency -----
 
     /// Claims (agent, run, tool_call_id) for execution, or reports who has it.
     pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
-        let inserted = sqlx::query("INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(call_id)
-            .bind(now)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-        if inserted == 1 {
-            return Ok(Claim::New);
-        }
-        self.call_state(tenant, agent_id, run_id, call_id).await.map(|c| c.unwrap_or(Claim::New))
+        dispatch!(self.claim_call(tenant, agent_id, run_id, call_id, now))
     }
 
     pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
-        let row = sqlx::query("SELECT outcome, update_time FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(call_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.map(|r| match r.get::<Option<String>, _>(0) {
-            Some(o) => Claim::Done(o),
-            None => Claim::Running { since: r.get(1) },
-        }))
+        dispatch!(self.call_state(tenant, agent_id, run_id, call_id))
     }
 
     /// Stores the outcome of a claimed call (only once).
     pub async fn finish_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, outcome: &str, now: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE tool_calls SET outcome = ?, update_time = ? WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL")
-            .bind(outcome)
-            .bind(now)
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(call_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        dispatch!(self.finish_call(tenant, agent_id, run_id, call_id, outcome, now))
     }
 
     /// Drops an unfinished claim, so the call can run again.
     pub async fn release_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(call_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        dispatch!(self.release_call(tenant, agent_id, run_id, call_id))
     }
 
     // ----- deferred records -----
 
     pub async fn insert_deferred(&self, tenant: &str, row: &DeferredRow) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO deferred (tenant, deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-            .bind(tenant)
-            .bind(&row.deferred_id)
-            .bind(&row.agent_id)
-            .bind(row.version as i64)
-            .bind(&row.run_id)
-            .bind(&row.state)
-            .bind(&row.record)
-            .bind(&row.resolution)
-            .bind(&row.result)
-            .bind(row.create_time)
-            .bind(row.resolve_time)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        dispatch!(self.insert_deferred(tenant, row))
     }
 
     pub async fn get_deferred(&self, tenant: &str, id: &str) -> Result<Option<DeferredRow>, StoreError> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!("{DEFERRED_SELECT} WHERE tenant = ? AND deferred_id = ?")))
-            .bind(tenant)
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
-        Ok(row.as_ref().map(deferred_from_row))
+        dispatch!(self.get_deferred(tenant, id))
     }
 
     /// Moves a pending record to `state` with `resolution`, only if it is still pending.
     pub async fn transition_deferred(&self, tenant: &str, id: &str, state: &str, resolution: &str, now: i64) -> Result<Transition, StoreError> {
-        let n = sqlx::query("UPDATE deferred SET state = ?, resolution = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'pending'")
-            .bind(state)
-            .bind(resolution)
-            .bind(now)
-            .bind(tenant)
-            .bind(id)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-        if n == 1 {
-            return Ok(Transition::Moved);
-        }
-        Ok(match self.get_deferred(tenant, id).await? {
-            Some(row) => Transition::Already(row),
-            None => Transition::Missing,
-        })
+        dispatch!(self.transition_deferred(tenant, id, state, resolution, now))
     }
 
     /// Records the result of a resolution and marks the record resolved.
     pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE deferred SET state = 'resolved', result = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ?")
-            .bind(result)
-            .bind(now)
-            .bind(tenant)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+        dispatch!(self.complete_deferred(tenant, id, result, now))
     }
 
     /// Records of an agent (and run / state), oldest first, after the `(create_time, id)`
@@ -496,75 +242,24 @@ impl Store {
         after: (i64, &str),
         limit: u32,
     ) -> Result<Vec<DeferredRow>, StoreError> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "{DEFERRED_SELECT} WHERE tenant = ? AND agent_id = ? AND (? IS NULL OR run_id = ?) \
-             AND (? IS NULL OR state = ? OR (? = 'resolved' AND state <> 'pending')) \
-             AND (create_time > ? OR (create_time = ? AND deferred_id > ?)) \
-             ORDER BY create_time, deferred_id LIMIT ?"
-        )))
-        .bind(tenant)
-        .bind(agent_id)
-        .bind(run_id)
-        .bind(run_id)
-        .bind(state)
-        .bind(state)
-        .bind(state)
-        .bind(after.0)
-        .bind(after.0)
-        .bind(after.1)
-        .bind(limit as i64)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(deferred_from_row).collect())
+        dispatch!(self.list_deferred(tenant, agent_id, run_id, state, after, limit))
     }
 
     /// Number of pending deferred records (all tenants), for metrics.
     pub async fn count_pending(&self) -> Result<u64, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) FROM deferred WHERE state = 'pending'").fetch_one(&self.pool).await?;
-        Ok(row.get::<i64, _>(0) as u64)
+        dispatch!(self.count_pending())
     }
 
     // ----- auto-pin usage -----
 
     /// Adds one successful call to a decayed count (`half_life_ms`).
     pub async fn record_use(&self, tenant: &str, agent_id: &str, user: &str, tool: &str, now: i64, half_life_ms: i64) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        let row = sqlx::query("SELECT score, last_update FROM tool_usage WHERE tenant = ? AND agent_id = ? AND user_id = ? AND tool_name = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(user)
-            .bind(tool)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let score = match row {
-            Some(r) => decay(r.get(0), r.get(1), now, half_life_ms) + 1.0,
-            None => 1.0,
-        };
-        sqlx::query("INSERT INTO tool_usage (tenant, agent_id, user_id, tool_name, score, last_update) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET score = excluded.score, last_update = excluded.last_update")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(user)
-            .bind(tool)
-            .bind(score)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
+        dispatch!(self.record_use(tenant, agent_id, user, tool, now, half_life_ms))
     }
 
     /// Decayed counts of a user's tools at `now`, highest first.
     pub async fn usage(&self, tenant: &str, agent_id: &str, user: &str, now: i64, half_life_ms: i64) -> Result<Vec<(String, f64)>, StoreError> {
-        let rows = sqlx::query("SELECT tool_name, score, last_update FROM tool_usage WHERE tenant = ? AND agent_id = ? AND user_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(user)
-            .fetch_all(&self.pool)
-            .await?;
-        let mut out: Vec<(String, f64)> =
-            rows.iter().map(|r| (r.get::<String, _>(0), decay(r.get(1), r.get(2), now, half_life_ms))).collect();
-        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok(out)
+        dispatch!(self.usage(tenant, agent_id, user, now, half_life_ms))
     }
 }
 
@@ -574,42 +269,29 @@ pub fn decay(score: f64, then: i64, now: i64, half_life_ms: i64) -> f64 {
     score * 0.5f64.powf(age / half_life_ms.max(1) as f64)
 }
 
-const DEFERRED_SELECT: &str = "SELECT deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time FROM deferred";
-
-fn deferred_from_row(r: &sqlx::sqlite::SqliteRow) -> DeferredRow {
-    DeferredRow {
-        deferred_id: r.get(0),
-        agent_id: r.get(1),
-        version: r.get::<i64, _>(2) as u32,
-        run_id: r.get(3),
-        state: r.get(4),
-        record: r.get(5),
-        resolution: r.get(6),
-        result: r.get(7),
-        create_time: r.get(8),
-        resolve_time: r.get(9),
+/// A store URL fit for logs and errors: the password (in the user info or a `password=`
+/// parameter) replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    let mut out = url.to_string();
+    if let Some(scheme_end) = out.find("://") {
+        let rest = scheme_end + 3;
+        let authority_end = out[rest..].find(['/', '?']).map_or(out.len(), |i| rest + i);
+        if let Some(at) = out[rest..authority_end].rfind('@').map(|i| rest + i)
+            && let Some(colon) = out[rest..at].find(':').map(|i| rest + i)
+        {
+            out.replace_range(colon + 1..at, "***");
+        }
     }
-}
-
-fn version_from_row(agent_id: &str, r: &sqlx::sqlite::SqliteRow) -> VersionRecord {
-    let version = r.get::<i64, _>(0) as u32;
-    VersionRecord {
-        agent_id: agent_id.into(),
-        version,
-        is_default: r.get::<i64, _>(3) as u32 == version,
-        definition: r.get(1),
-        create_time: r.get(2),
+    if let Some(q) = out.find('?') {
+        let (head, query) = out.split_at(q + 1);
+        let query: Vec<String> = query
+            .split('&')
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                _ => kv.to_string(),
+            })
+            .collect();
+        out = format!("{head}{}", query.join("&"));
     }
+    out
 }
-
-async fn set_default_tx(tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>, tenant: &str, agent_id: &str, version: u32, now: i64) -> Result<(), StoreError> {
-    sqlx::query("UPDATE agents SET default_version = ?, update_time = ? WHERE tenant = ? AND agent_id = ?")
-        .bind(version as i64)
-        .bind(now)
-        .bind(tenant)
-        .bind(agent_id)
-        .execute(&mut **tx)
-        .await?;
-    Ok(())
-}
-

@@ -2,6 +2,8 @@
 //! fake executors that are real gRPC servers.
 #![allow(dead_code)]
 
+pub mod pg;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

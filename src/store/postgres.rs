@@ -1,0 +1,633 @@
+//! The PostgreSQL backend: one database shared by several replicas. Same methods and
+//! behaviour as the SQLite backend (sqlite.rs), written side by side: `$n` placeholders,
+//! BIGINT columns, byte-order (`COLLATE "C"`) keys. Where SQLite relies on `BEGIN IMMEDIATE`
+//! serialising writers, this backend locks the row it reads (`SELECT … FOR UPDATE`), uses a
+//! conditional `UPDATE … WHERE state = 'pending'`, or does the read-modify-write in one
+//! `INSERT … ON CONFLICT … DO UPDATE` statement; every multi-statement write is one
+//! transaction (default READ COMMITTED isolation).
+//!
+//! Connections are plain TCP: no TLS backend is compiled in (`sslmode=prefer`, the default,
+//! falls back to plain; `sslmode=require` fails at start-up with a clear error).
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Connection, Row};
+
+use super::{decay, AgentRecord, Claim, DeferredRow, StoreError, Transition, VersionRecord};
+
+const SCHEMA: &str = include_str!("schema_postgres.sql");
+
+/// Key of the advisory lock held while migrating (any constant unique to toolrouter).
+const MIGRATION_LOCK: i64 = 0x746f_6f6c_726f_7574; // "toolrout"
+
+/// How long start-up waits for the server, and a request for a pooled connection.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+const MAX_CONNECTIONS: u32 = 16;
+
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects to the database named by `url` and applies the pending migrations.
+    pub async fn open(url: &str) -> Result<PgStore, StoreError> {
+        let mut opts = PgConnectOptions::from_str(url).map_err(|_| StoreError::BadUrl(super::redact_url(url)))?;
+        if opts.get_application_name().is_none() {
+            opts = opts.application_name("toolrouter");
+        }
+        let target = format!(
+            "{}:{}/{} (user {})",
+            opts.get_host(),
+            opts.get_port(),
+            opts.get_database().unwrap_or(opts.get_username()),
+            opts.get_username()
+        );
+        // One direct connection first: an unreachable server, a wrong password or a missing
+        // database is reported at once with its cause, not as a pool timeout after retries.
+        let mut conn = match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&opts)).await {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => return Err(StoreError::Unreachable { target, reason: e.to_string() }),
+            Err(_) => return Err(StoreError::Unreachable { target, reason: format!("no answer within {CONNECT_TIMEOUT:?}") }),
+        };
+        migrate(&mut conn).await?;
+        let _ = conn.close().await;
+        let pool = PgPoolOptions::new()
+            .max_connections(MAX_CONNECTIONS)
+            .min_connections(1)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(opts)
+            .await?;
+        Ok(PgStore { pool })
+    }
+
+    /// Is the store reachable?
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    // ----- agent definitions -----
+
+    /// Creates the next version, or returns the latest one when its definition is
+    /// byte-identical (then `created` is false). One transaction; the agent row, created
+    /// first if missing, is locked so that concurrent creates of one agent take turns.
+    pub async fn create_version(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        definition: &str,
+        make_default: bool,
+        now: i64,
+    ) -> Result<(VersionRecord, bool), StoreError> {
+        let mut tx = self.pool.begin().await?;
+        // A new agent starts at version 0 (never committed as such: a version follows in
+        // this transaction). A concurrent insert waits here for this one to finish.
+        sqlx::query(
+            "INSERT INTO agents (tenant, agent_id, default_version, latest_version, create_time, update_time) VALUES ($1, $2, 0, 0, $3, $3) \
+             ON CONFLICT (tenant, agent_id) DO NOTHING",
+        )
+        .bind(tenant)
+        .bind(agent_id)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        let agent = sqlx::query("SELECT default_version, latest_version FROM agents WHERE tenant = $1 AND agent_id = $2 FOR UPDATE")
+            .bind(tenant)
+            .bind(agent_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        let (default, latest) = (agent.get::<i64, _>(0) as u32, agent.get::<i64, _>(1) as u32);
+        if latest > 0 {
+            let row = sqlx::query("SELECT definition, create_time FROM agent_versions WHERE tenant = $1 AND agent_id = $2 AND version = $3")
+                .bind(tenant)
+                .bind(agent_id)
+                .bind(latest as i64)
+                .fetch_one(&mut *tx)
+                .await?;
+            let existing: String = row.get(0);
+            if existing == definition {
+                let mut is_default = default == latest;
+                if make_default && !is_default {
+                    set_default_tx(&mut tx, tenant, agent_id, latest, now).await?;
+                    is_default = true;
+                }
+                tx.commit().await?;
+                let rec = VersionRecord {
+                    agent_id: agent_id.into(),
+                    version: latest,
+                    is_default,
+                    definition: existing,
+                    create_time: row.get(1),
+                };
+                return Ok((rec, false));
+            }
+        }
+        let version = latest + 1;
+        sqlx::query("INSERT INTO agent_versions (tenant, agent_id, version, definition, create_time) VALUES ($1, $2, $3, $4, $5)")
+            .bind(tenant)
+            .bind(agent_id)
+            .bind(version as i64)
+            .bind(definition)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        let is_default = make_default || latest == 0;
+        let new_default = if is_default { version } else { default };
+        sqlx::query("UPDATE agents SET default_version = $1, latest_version = $2, update_time = $3 WHERE tenant = $4 AND agent_id = $5")
+            .bind(new_default as i64)
+            .bind(version as i64)
+            .bind(now)
+            .bind(tenant)
+            .bind(agent_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        let rec = VersionRecord {
+            agent_id: agent_id.into(),
+            version,
+            is_default,
+            definition: definition.into(),
+            create_time: now,
+        };
+        Ok((rec, true))
+    }
+
+    /// The version asked for (`None` = the default one).
+    pub async fn get_version(&self, tenant: &str, agent_id: &str, version: Option<u32>) -> Result<Option<VersionRecord>, StoreError> {
+        let row = sqlx::query(
+            "SELECT v.version, v.definition, v.create_time, a.default_version FROM agents a \
+             JOIN agent_versions v ON v.tenant = a.tenant AND v.agent_id = a.agent_id \
+             WHERE a.tenant = $1 AND a.agent_id = $2 AND v.version = COALESCE($3::BIGINT, a.default_version)",
+        )
+        .bind(tenant)
+        .bind(agent_id)
+        .bind(version.map(|v| v as i64))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| version_from_row(agent_id, &r)))
+    }
+
+    /// The default version number of an agent, if the agent exists.
+    pub async fn default_version(&self, tenant: &str, agent_id: &str) -> Result<Option<u32>, StoreError> {
+        let row = sqlx::query("SELECT default_version FROM agents WHERE tenant = $1 AND agent_id = $2")
+            .bind(tenant)
+            .bind(agent_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.get::<i64, _>(0) as u32))
+    }
+
+    pub async fn list_agents(&self, tenant: &str, after: &str, limit: u32) -> Result<Vec<AgentRecord>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT agent_id, default_version, latest_version, create_time, update_time FROM agents \
+             WHERE tenant = $1 AND agent_id > $2 ORDER BY agent_id LIMIT $3",
+        )
+        .bind(tenant)
+        .bind(after)
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| AgentRecord {
+                agent_id: r.get(0),
+                default_version: r.get::<i64, _>(1) as u32,
+                latest_version: r.get::<i64, _>(2) as u32,
+                create_time: r.get(3),
+                update_time: r.get(4),
+            })
+            .collect())
+    }
+
+    /// Versions after `after`, ascending; `None` if the agent does not exist.
+    pub async fn list_versions(&self, tenant: &str, agent_id: &str, after: u32, limit: u32) -> Result<Option<Vec<VersionRecord>>, StoreError> {
+        if self.default_version(tenant, agent_id).await?.is_none() {
+            return Ok(None);
+        }
+        let rows = sqlx::query(
+            "SELECT v.version, v.definition, v.create_time, a.default_version FROM agent_versions v \
+             JOIN agents a ON v.tenant = a.tenant AND v.agent_id = a.agent_id \
+             WHERE v.tenant = $1 AND v.agent_id = $2 AND v.version > $3 ORDER BY v.version LIMIT $4",
+        )
+        .bind(tenant)
+        .bind(agent_id)
+        .bind(after as i64)
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(Some(rows.iter().map(|r| version_from_row(agent_id, r)).collect()))
+    }
+
+    /// Moves the default pointer; `None` if the agent or version does not exist.
+    pub async fn set_default(&self, tenant: &str, agent_id: &str, version: u32, now: i64) -> Result<Option<VersionRecord>, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let row = sqlx::query("SELECT definition, create_time FROM agent_versions WHERE tenant = $1 AND agent_id = $2 AND version = $3")
+            .bind(tenant)
+            .bind(agent_id)
+            .bind(version as i64)
+            .fetch_optional(&mut *tx)
+            .await?;
+        let Some(row) = row else { return Ok(None) };
+        let moved = set_default_tx(&mut tx, tenant, agent_id, version, now).await?;
+        if !moved {
+            // The agent was deleted meanwhile.
+            return Ok(None);
+        }
+        tx.commit().await?;
+        Ok(Some(VersionRecord {
+            agent_id: agent_id.into(),
+            version,
+            is_default: true,
+            definition: row.get(0),
+            create_time: row.get(1),
+        }))
+    }
+
+    /// Deletes an agent, its versions and runs; false if it did not exist.
+    pub async fn delete_agent(&self, tenant: &str, agent_id: &str) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
+        let n = sqlx::query("DELETE FROM agents WHERE tenant = $1 AND agent_id = $2")
+            .bind(tenant)
+            .bind(agent_id)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+        for table in ["agent_versions", "runs", "tool_usage"] {
+            sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table} WHERE tenant = $1 AND agent_id = $2")))
+                .bind(tenant)
+                .bind(agent_id)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(n > 0)
+    }
+
+    // ----- runs -----
+
+    /// The version a run is pinned to, pinning `version` if the run is new or expired
+    /// (idle since before `expired_before`). One statement: concurrent first calls of a
+    /// run (on any replica) agree on one version.
+    pub async fn pin_run(&self, tenant: &str, agent_id: &str, run_id: &str, version: u32, now: i64, expired_before: i64) -> Result<u32, StoreError> {
+        let row = sqlx::query(
+            "INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES ($1, $2, $3, $4, $5) \
+             ON CONFLICT (tenant, agent_id, run_id) DO UPDATE SET \
+             version = CASE WHEN runs.last_seen < $6 THEN EXCLUDED.version ELSE runs.version END, \
+             last_seen = EXCLUDED.last_seen \
+             RETURNING version",
+        )
+        .bind(tenant)
+        .bind(agent_id)
+        .bind(run_id)
+        .bind(version as i64)
+        .bind(now)
+        .bind(expired_before)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.get::<i64, _>(0) as u32)
+    }
+
+    /// The version a live run is pinned to.
+    pub async fn run_version(&self, tenant: &str, agent_id: &str, run_id: &str, expired_before: i64) -> Result<Option<u32>, StoreError> {
+        let row = sqlx::query("SELECT version FROM runs WHERE tenant = $1 AND agent_id = $2 AND run_id = $3 AND last_seen >= $4")
+            .bind(tenant)
+            .bind(agent_id)
+            .bind(run_id)
+            .bind(expired_before)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| r.get::<i64, _>(0) as u32))
+    }
+
+    pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
+        let n = sqlx::query("DELETE FROM runs WHERE tenant = $1 AND agent_id = $2 AND run_id = $3")
+            .bind(tenant)
+            .bind(agent_id)
+            .bind(run_id)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(n > 0)
+    }
+
+    /// Forgets runs idle since before `expired_before`; returns how many.
+    pub async fn expire_runs(&self, expired_before: i64) -> Result<u64, StoreError> {
+        Ok(sqlx::query("DELETE FROM runs WHERE last_seen < $1").bind(expired_before).execute(&self.pool).await?.rows_affected())
+    }
+
+    // ----- tool-call idempotency -----
+
+    /// Claims (agent, run, tool_call_id) for execution, or reports who has it. The primary
+    /// key decides between replicas: a concurrent insert waits for the first to commit.
+    pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
+        for _ in 0..8 {
+            let inserted = sqlx::query(
+                "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES ($1, $2, $3, $4, NULL, $5) \
+                 ON CONFLICT (tenant, agent_id, run_id, tool_call_id) DO NOTHING",
+            )
+            .bind(tenant)
+            .bind(agent_id)
+            .bind(run_id)
+            .bind(call_id)
+            .bind(now)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+            if inserted == 1 {
+                return Ok(Claim::New);
+            }
+            // Gone again (its holder released it between the two statements): claim anew.
+            if let Some(claim) = self.call_state(tenant, agent_id, run_id, call_id).await? {
+                return Ok(claim);
+            }
+        }
+        // Claimed and released over and over: report it busy; the caller asks again.
+        Ok(Claim::Running { since: now })
+    }
+
+    pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
+        let row = sqlx::query("SELECT outcome, update_time FROM tool_calls WHERE tenant = $1 AND agent_id = $2 AND run_id = $3 AND tool_call_id = $4")
+            .bind(tenant)
+            .bind(agent_id)
+            .bind(run_id)
+            .bind(call_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.map(|r| match r.get::<Option<String>, _>(0) {
+            Some(o) => Claim::Done(o),
+            None => Claim::Running { since: r.get(1) },
+        }))
+    }
+
+    /// Stores the outcome of a claimed call (only once).
+    pub async fn finish_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, outcome: &str, now: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE tool_calls SET outcome = $1, update_time = $2 \
+             WHERE tenant = $3 AND agent_id = $4 AND run_id = $5 AND tool_call_id = $6 AND outcome IS NULL",
+        )
+        .bind(outcome)
+        .bind(now)
+        .bind(tenant)
+        .bind(agent_id)
+        .bind(run_id)
+        .bind(call_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Drops an unfinished claim, so the call can run again.
+    pub async fn release_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM tool_calls WHERE tenant = $1 AND agent_id = $2 AND run_id = $3 AND tool_call_id = $4 AND outcome IS NULL")
+            .bind(tenant)
+            .bind(agent_id)
+            .bind(run_id)
+            .bind(call_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    // ----- deferred records -----
+
+    pub async fn insert_deferred(&self, tenant: &str, row: &DeferredRow) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO deferred (tenant, deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+        )
+        .bind(tenant)
+        .bind(&row.deferred_id)
+        .bind(&row.agent_id)
+        .bind(row.version as i64)
+        .bind(&row.run_id)
+        .bind(&row.state)
+        .bind(&row.record)
+        .bind(&row.resolution)
+        .bind(&row.result)
+        .bind(row.create_time)
+        .bind(row.resolve_time)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn get_deferred(&self, tenant: &str, id: &str) -> Result<Option<DeferredRow>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!("{DEFERRED_SELECT} WHERE tenant = $1 AND deferred_id = $2")))
+            .bind(tenant)
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(deferred_from_row))
+    }
+
+    /// Moves a pending record to `state` with `resolution`, only if it is still pending.
+    /// One conditional UPDATE: of two replicas resolving at once, the second waits for the
+    /// first's row lock, re-checks `state = 'pending'` and moves nothing.
+    pub async fn transition_deferred(&self, tenant: &str, id: &str, state: &str, resolution: &str, now: i64) -> Result<Transition, StoreError> {
+        let n = sqlx::query(
+            "UPDATE deferred SET state = $1, resolution = $2, resolve_time = $3 WHERE tenant = $4 AND deferred_id = $5 AND state = 'pending'",
+        )
+        .bind(state)
+        .bind(resolution)
+        .bind(now)
+        .bind(tenant)
+        .bind(id)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if n == 1 {
+            return Ok(Transition::Moved);
+        }
+        Ok(match self.get_deferred(tenant, id).await? {
+            Some(row) => Transition::Already(row),
+            None => Transition::Missing,
+        })
+    }
+
+    /// Records the result of a resolution and marks the record resolved.
+    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<(), StoreError> {
+        sqlx::query("UPDATE deferred SET state = 'resolved', result = $1, resolve_time = $2 WHERE tenant = $3 AND deferred_id = $4")
+            .bind(result)
+            .bind(now)
+            .bind(tenant)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Records of an agent (and run / state), oldest first, after the `(create_time, id)`
+    /// cursor.
+    pub async fn list_deferred(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        run_id: Option<&str>,
+        state: Option<&str>,
+        after: (i64, &str),
+        limit: u32,
+    ) -> Result<Vec<DeferredRow>, StoreError> {
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "{DEFERRED_SELECT} WHERE tenant = $1 AND agent_id = $2 AND ($3::TEXT IS NULL OR run_id = $3) \
+             AND ($4::TEXT IS NULL OR state = $4 OR ($4 = 'resolved' AND state <> 'pending')) \
+             AND (create_time > $5 OR (create_time = $5 AND deferred_id > $6)) \
+             ORDER BY create_time, deferred_id LIMIT $7"
+        )))
+        .bind(tenant)
+        .bind(agent_id)
+        .bind(run_id)
+        .bind(state)
+        .bind(after.0)
+        .bind(after.1)
+        .bind(limit as i64)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(deferred_from_row).collect())
+    }
+
+    /// Number of pending deferred records (all tenants), for metrics.
+    pub async fn count_pending(&self) -> Result<u64, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) FROM deferred WHERE state = 'pending'").fetch_one(&self.pool).await?;
+        Ok(row.get::<i64, _>(0) as u64)
+    }
+
+    // ----- auto-pin usage -----
+
+    /// Adds one successful call to a decayed count (`half_life_ms`). The decay and the
+    /// increment happen in one upsert, so concurrent calls on several replicas all count.
+    pub async fn record_use(&self, tenant: &str, agent_id: &str, user: &str, tool: &str, now: i64, half_life_ms: i64) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO tool_usage (tenant, agent_id, user_id, tool_name, score, last_update) VALUES ($1, $2, $3, $4, 1.0, $5) \
+             ON CONFLICT (tenant, agent_id, user_id, tool_name) DO UPDATE SET \
+             score = tool_usage.score * power(0.5, GREATEST(EXCLUDED.last_update - tool_usage.last_update, 0)::DOUBLE PRECISION \
+                     / GREATEST($6::BIGINT, 1)::DOUBLE PRECISION) + 1.0, \
+             last_update = EXCLUDED.last_update",
+        )
+        .bind(tenant)
+        .bind(agent_id)
+        .bind(user)
+        .bind(tool)
+        .bind(now)
+        .bind(half_life_ms)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Decayed counts of a user's tools at `now`, highest first.
+    pub async fn usage(&self, tenant: &str, agent_id: &str, user: &str, now: i64, half_life_ms: i64) -> Result<Vec<(String, f64)>, StoreError> {
+        let rows = sqlx::query("SELECT tool_name, score, last_update FROM tool_usage WHERE tenant = $1 AND agent_id = $2 AND user_id = $3")
+            .bind(tenant)
+            .bind(agent_id)
+            .bind(user)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut out: Vec<(String, f64)> =
+            rows.iter().map(|r| (r.get::<String, _>(0), decay(r.get(1), r.get(2), now, half_life_ms))).collect();
+        out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(out)
+    }
+}
+
+/// Applies the migrations the database lacks. Replicas starting at once queue on the
+/// advisory lock (released at commit); each then finds the others' work recorded in
+/// `schema_migrations` and applies nothing twice. A migration and its record commit together.
+async fn migrate(conn: &mut PgConnection) -> Result<(), StoreError> {
+    let migrations = migrations();
+    let mut tx = conn.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(MIGRATION_LOCK).execute(&mut *tx).await?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
+        .execute(&mut *tx)
+        .await?;
+    let applied: Vec<i64> = sqlx::query("SELECT version FROM schema_migrations")
+        .fetch_all(&mut *tx)
+        .await?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    for (version, sql) in &migrations {
+        if applied.contains(version) {
+            continue;
+        }
+        sqlx::raw_sql(sqlx::AssertSqlSafe(*sql)).execute(&mut *tx).await?;
+        sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)")
+            .bind(version)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tracing::info!(version, "applied PostgreSQL schema migration");
+    }
+    let known = migrations.last().map_or(0, |m| m.0);
+    if let Some(newer) = applied.iter().copied().filter(|v| *v > known).max() {
+        tracing::warn!(database = newer, this_build = known, "the database schema is newer than this build knows; running anyway");
+    }
+    tx.commit().await?;
+    Ok(())
+}
+
+/// The numbered migrations of schema_postgres.sql (`-- migration N: …` lines), ascending.
+fn migrations() -> Vec<(i64, &'static str)> {
+    let mut marks = Vec::new();
+    let mut offset = 0;
+    for line in SCHEMA.split_inclusive('\n') {
+        if let Some(tail) = line.strip_prefix("-- migration ") {
+            let number = tail.split(':').next().unwrap_or("").trim();
+            let n: i64 = number.parse().unwrap_or_else(|_| panic!("schema_postgres.sql: bad migration line {line:?}"));
+            marks.push((n, offset, offset + line.len()));
+        }
+        offset += line.len();
+    }
+    let mut out = Vec::new();
+    for (i, &(n, _, body_start)) in marks.iter().enumerate() {
+        assert_eq!(n, i as i64 + 1, "schema_postgres.sql: migrations must be numbered 1, 2, 3, … in order");
+        let body_end = marks.get(i + 1).map_or(SCHEMA.len(), |m| m.1);
+        out.push((n, &SCHEMA[body_start..body_end]));
+    }
+    out
+}
+
+const DEFERRED_SELECT: &str = "SELECT deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time FROM deferred";
+
+fn deferred_from_row(r: &PgRow) -> DeferredRow {
+    DeferredRow {
+        deferred_id: r.get(0),
+        agent_id: r.get(1),
+        version: r.get::<i64, _>(2) as u32,
+        run_id: r.get(3),
+        state: r.get(4),
+        record: r.get(5),
+        resolution: r.get(6),
+        result: r.get(7),
+        create_time: r.get(8),
+        resolve_time: r.get(9),
+    }
+}
+
+fn version_from_row(agent_id: &str, r: &PgRow) -> VersionRecord {
+    let version = r.get::<i64, _>(0) as u32;
+    VersionRecord {
+        agent_id: agent_id.into(),
+        version,
+        is_default: r.get::<i64, _>(3) as u32 == version,
+        definition: r.get(1),
+        create_time: r.get(2),
+    }
+}
+
+/// Points the agent's default at `version`; false if the agent row is gone.
+async fn set_default_tx(tx: &mut sqlx::Transaction<'static, sqlx::Postgres>, tenant: &str, agent_id: &str, version: u32, now: i64) -> Result<bool, StoreError> {
+    let n = sqlx::query("UPDATE agents SET default_version = $1, update_time = $2 WHERE tenant = $3 AND agent_id = $4")
+        .bind(version as i64)
+        .bind(now)
+        .bind(tenant)
+        .bind(agent_id)
+        .execute(&mut **tx)
+        .await?
+        .rows_affected();
+    Ok(n > 0)
+}

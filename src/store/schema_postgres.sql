@@ -1,0 +1,70 @@
+-- The PostgreSQL schema of toolrouter, as numbered migrations. At start-up each replica
+-- applies the ones its database lacks, in one transaction holding an advisory lock, and
+-- records them in schema_migrations (see postgres.rs). Append new migrations at the end
+-- under a new "-- migration N: …" line; never edit one that has shipped.
+--
+-- The same tables and columns as schema_sqlite.sql: BIGINT where SQLite has INTEGER, DOUBLE
+-- PRECISION for the usage score, and COLLATE "C" on the text keys, so that ordering and
+-- paging compare bytes as SQLite does, whatever the database's locale.
+
+-- migration 1: agents, versions, runs, tool calls, deferred records, usage counts
+CREATE TABLE agents (
+    tenant TEXT COLLATE "C" NOT NULL,
+    agent_id TEXT COLLATE "C" NOT NULL,
+    default_version BIGINT NOT NULL,
+    latest_version BIGINT NOT NULL,
+    create_time BIGINT NOT NULL,
+    update_time BIGINT NOT NULL,
+    PRIMARY KEY (tenant, agent_id)
+);
+CREATE TABLE agent_versions (
+    tenant TEXT COLLATE "C" NOT NULL,
+    agent_id TEXT COLLATE "C" NOT NULL,
+    version BIGINT NOT NULL,
+    definition TEXT NOT NULL,
+    create_time BIGINT NOT NULL,
+    PRIMARY KEY (tenant, agent_id, version)
+);
+CREATE TABLE runs (
+    tenant TEXT COLLATE "C" NOT NULL,
+    agent_id TEXT COLLATE "C" NOT NULL,
+    run_id TEXT COLLATE "C" NOT NULL,
+    version BIGINT NOT NULL,
+    last_seen BIGINT NOT NULL,
+    PRIMARY KEY (tenant, agent_id, run_id)
+);
+CREATE INDEX runs_by_last_seen ON runs (last_seen);
+CREATE TABLE tool_calls (
+    tenant TEXT COLLATE "C" NOT NULL,
+    agent_id TEXT COLLATE "C" NOT NULL,
+    run_id TEXT COLLATE "C" NOT NULL,
+    tool_call_id TEXT COLLATE "C" NOT NULL,
+    outcome TEXT,
+    update_time BIGINT NOT NULL,
+    PRIMARY KEY (tenant, agent_id, run_id, tool_call_id)
+);
+CREATE TABLE deferred (
+    tenant TEXT COLLATE "C" NOT NULL,
+    deferred_id TEXT COLLATE "C" NOT NULL,
+    agent_id TEXT COLLATE "C" NOT NULL,
+    version BIGINT NOT NULL,
+    run_id TEXT COLLATE "C" NOT NULL,
+    state TEXT COLLATE "C" NOT NULL,
+    record TEXT NOT NULL,
+    resolution TEXT,
+    result TEXT,
+    create_time BIGINT NOT NULL,
+    resolve_time BIGINT,
+    PRIMARY KEY (tenant, deferred_id)
+);
+CREATE INDEX deferred_by_agent ON deferred (tenant, agent_id, create_time, deferred_id);
+CREATE INDEX deferred_pending ON deferred (state) WHERE state = 'pending';
+CREATE TABLE tool_usage (
+    tenant TEXT COLLATE "C" NOT NULL,
+    agent_id TEXT COLLATE "C" NOT NULL,
+    user_id TEXT COLLATE "C" NOT NULL,
+    tool_name TEXT COLLATE "C" NOT NULL,
+    score DOUBLE PRECISION NOT NULL,
+    last_update BIGINT NOT NULL,
+    PRIMARY KEY (tenant, agent_id, user_id, tool_name)
+);

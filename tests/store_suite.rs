@@ -1,0 +1,573 @@
+//! One behaviour suite for every store backend (SPEC §10): each case is an async function
+//! taking a `Store`, run against SQLite (a temporary file) always, and against PostgreSQL
+//! when `TOOLROUTER_TEST_POSTGRES_URL` names a server (a fresh database per case; see
+//! scripts/postgres-for-tests.sh). Without the variable the `postgres::` cases print
+//! "PostgreSQL leg skipped: TOOLROUTER_TEST_POSTGRES_URL not set" and pass.
+
+mod common;
+
+use std::collections::BTreeSet;
+
+use common::pg;
+use toolrouter::store::{Claim, DeferredRow, Store, StoreError, Transition};
+
+const T: &str = "tenant-1";
+const OTHER: &str = "tenant-2";
+
+// ----- the two legs -----
+
+/// A SQLite store in a temporary file, removed when dropped.
+struct SqliteFile {
+    dir: std::path::PathBuf,
+}
+
+impl Drop for SqliteFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+async fn sqlite_store() -> (Store, SqliteFile) {
+    static SEQ: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let dir = std::env::temp_dir().join(format!("toolrouter-store-suite-{}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = Store::open(&format!("sqlite://{}", dir.join("store.db").display())).await.expect("open SQLite");
+    assert_eq!(store.backend_name(), "sqlite");
+    (store, SqliteFile { dir })
+}
+
+/// Every case, once per backend: `sqlite::<case>` and `postgres::<case>`.
+macro_rules! suite {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let (store, _file) = super::sqlite_store().await;
+                    super::$case(store).await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let Some(db) = super::pg::TestDb::create().await else { return };
+                    let store = toolrouter::store::Store::open(&db.url).await.expect("open PostgreSQL");
+                    assert_eq!(store.backend_name(), "postgres");
+                    super::$case(store).await;
+                }
+            )*
+        }
+    };
+}
+
+suite!(
+    ping_answers,
+    create_version_numbers_versions_and_the_first_is_default,
+    identical_definition_returns_the_latest_version,
+    make_default_on_create_moves_the_pointer,
+    get_version_of_unknown_agent_or_version_is_none,
+    list_agents_pages_in_byte_order,
+    list_versions_pages_and_unknown_agent_is_none,
+    set_default_moves_the_pointer_and_refuses_unknown_versions,
+    delete_agent_removes_versions_runs_and_usage,
+    tenants_do_not_see_each_other,
+    concurrent_creates_number_versions_without_gaps,
+    pin_run_keeps_the_first_version_until_the_run_expires,
+    concurrent_first_calls_of_a_run_pin_one_version,
+    end_run_and_expire_runs_forget_runs,
+    claim_call_new_then_running_then_done,
+    finish_call_stores_the_first_outcome_only,
+    release_call_lets_the_call_run_again,
+    concurrent_claims_have_one_winner,
+    deferred_insert_get_transition_complete,
+    concurrent_transitions_have_one_winner,
+    list_deferred_filters_and_pages_with_the_cursor,
+    count_pending_counts_every_tenant,
+    usage_decays_and_orders_highest_first,
+    concurrent_record_use_counts_every_call,
+);
+
+// ----- backend-independent -----
+
+#[tokio::test]
+async fn unsupported_store_url_is_refused_without_its_password() {
+    let err = Store::open("mysql://admin:hunter2@db/x").await.unwrap_err();
+    assert!(matches!(err, StoreError::BadUrl(_)), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("postgres://") && text.contains("sqlite://"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+}
+
+#[tokio::test]
+async fn unreachable_postgres_server_is_a_clear_error_at_open() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let started = std::time::Instant::now();
+    let err = Store::open(&format!("postgres://toolrouter:hunter2@127.0.0.1:{port}/toolrouter")).await.unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_secs(5), "took {:?}", started.elapsed());
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::Unreachable { .. }), "{err:?}");
+    assert!(text.contains(&format!("127.0.0.1:{port}/toolrouter")), "{text}");
+    assert!(text.to_lowercase().contains("refused"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+}
+
+#[test]
+fn store_urls_are_redacted_for_logs() {
+    use toolrouter::store::redact_url;
+    assert_eq!(redact_url("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+    assert_eq!(redact_url("postgres://u@h/db?sslmode=disable&password=secret"), "postgres://u@h/db?sslmode=disable&password=***");
+    assert_eq!(redact_url("sqlite://toolrouter.db"), "sqlite://toolrouter.db");
+    assert_eq!(pg::with_database("postgres://u:p@h:1/db?x=1", "t"), "postgres://u:p@h:1/t?x=1");
+    assert_eq!(pg::with_database("postgres://u:p@h:1", "t"), "postgres://u:p@h:1/t");
+}
+
+/// Replicas starting at once against a fresh database: every one opens, and each migration
+/// is applied (and recorded) exactly once.
+#[tokio::test]
+async fn postgres_migrations_run_once_when_replicas_start_together() {
+    let Some(db) = pg::TestDb::create().await else { return };
+    let opens = (0..6).map(|_| Store::open(&db.url));
+    let stores: Vec<Store> = futures::future::join_all(opens).await.into_iter().map(|r| r.expect("open")).collect();
+    let again = Store::open(&db.url).await.expect("reopen");
+    let mut conn = db.connect().await;
+    let rows: Vec<(i64,)> = sqlx::query_as("SELECT version FROM schema_migrations ORDER BY version").fetch_all(&mut conn).await.unwrap();
+    assert_eq!(rows, vec![(1,)], "one row per migration");
+    // Every replica works on the same tables.
+    stores[0].create_version(T, "a", "{}", false, 1).await.unwrap();
+    assert_eq!(stores[5].default_version(T, "a").await.unwrap(), Some(1));
+    assert_eq!(again.default_version(T, "a").await.unwrap(), Some(1));
+}
+
+// ----- helpers -----
+
+fn def(n: u32) -> String {
+    format!("{{\"definition\":{n}}}")
+}
+
+fn deferred(id: &str, agent: &str, run: &str, create_time: i64) -> DeferredRow {
+    DeferredRow {
+        deferred_id: id.into(),
+        agent_id: agent.into(),
+        version: 1,
+        run_id: run.into(),
+        state: "pending".into(),
+        record: format!("{{\"id\":\"{id}\"}}"),
+        resolution: None,
+        result: None,
+        create_time,
+        resolve_time: None,
+    }
+}
+
+fn ids(rows: &[DeferredRow]) -> Vec<&str> {
+    rows.iter().map(|r| r.deferred_id.as_str()).collect()
+}
+
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() < 1e-9
+}
+
+// ----- cases -----
+
+async fn ping_answers(s: Store) {
+    s.ping().await.expect("ping");
+}
+
+async fn create_version_numbers_versions_and_the_first_is_default(s: Store) {
+    let (v1, created) = s.create_version(T, "a", &def(1), false, 1000).await.unwrap();
+    assert!(created);
+    assert_eq!((v1.agent_id.as_str(), v1.version, v1.is_default, v1.definition.as_str(), v1.create_time), ("a", 1, true, def(1).as_str(), 1000));
+    let (v2, created) = s.create_version(T, "a", &def(2), false, 2000).await.unwrap();
+    assert!(created);
+    assert_eq!((v2.version, v2.is_default, v2.create_time), (2, false, 2000));
+    assert_eq!(s.default_version(T, "a").await.unwrap(), Some(1), "make_default=false keeps the default");
+    assert_eq!(s.get_version(T, "a", None).await.unwrap(), Some(v1.clone()));
+    assert_eq!(s.get_version(T, "a", Some(2)).await.unwrap(), Some(v2));
+    assert_eq!(s.get_version(T, "a", Some(1)).await.unwrap(), Some(v1));
+    let agents = s.list_agents(T, "", 10).await.unwrap();
+    assert_eq!(agents.len(), 1);
+    let a = &agents[0];
+    assert_eq!((a.agent_id.as_str(), a.default_version, a.latest_version, a.create_time, a.update_time), ("a", 1, 2, 1000, 2000));
+}
+
+async fn identical_definition_returns_the_latest_version(s: Store) {
+    s.create_version(T, "a", &def(1), false, 1000).await.unwrap();
+    s.create_version(T, "a", &def(2), false, 2000).await.unwrap();
+    let (same, created) = s.create_version(T, "a", &def(2), false, 3000).await.unwrap();
+    assert!(!created);
+    assert_eq!((same.version, same.is_default, same.create_time), (2, false, 2000), "the stored version, as it was");
+    // Identical to an older version only: that is a new version.
+    let (v3, created) = s.create_version(T, "a", &def(1), false, 4000).await.unwrap();
+    assert!(created);
+    assert_eq!(v3.version, 3);
+    assert_eq!(s.list_agents(T, "", 10).await.unwrap()[0].latest_version, 3);
+}
+
+async fn make_default_on_create_moves_the_pointer(s: Store) {
+    s.create_version(T, "a", &def(1), false, 1000).await.unwrap();
+    let (v2, _) = s.create_version(T, "a", &def(2), true, 2000).await.unwrap();
+    assert!(v2.is_default);
+    assert_eq!(s.default_version(T, "a").await.unwrap(), Some(2));
+    s.set_default(T, "a", 1, 2500).await.unwrap().expect("v1 exists");
+    // Re-sending the latest definition with make_default promotes it without a new version.
+    let (again, created) = s.create_version(T, "a", &def(2), true, 3000).await.unwrap();
+    assert!(!created);
+    assert_eq!((again.version, again.is_default), (2, true));
+    assert_eq!(s.default_version(T, "a").await.unwrap(), Some(2));
+    assert_eq!(s.list_agents(T, "", 10).await.unwrap()[0].update_time, 3000);
+}
+
+async fn get_version_of_unknown_agent_or_version_is_none(s: Store) {
+    assert_eq!(s.get_version(T, "nobody", None).await.unwrap(), None);
+    assert_eq!(s.get_version(T, "nobody", Some(1)).await.unwrap(), None);
+    assert_eq!(s.default_version(T, "nobody").await.unwrap(), None);
+    s.create_version(T, "a", &def(1), false, 1000).await.unwrap();
+    assert_eq!(s.get_version(T, "a", Some(2)).await.unwrap(), None);
+    assert_eq!(s.get_version(T, "a", Some(0)).await.unwrap(), None);
+}
+
+async fn list_agents_pages_in_byte_order(s: Store) {
+    // Byte order differs from most locales' order ("B" < "a", "-" < "_").
+    for (i, id) in ["b", "é", "a_b", "B", "ab", "a-c"].iter().enumerate() {
+        s.create_version(T, id, &def(1), false, i as i64).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut after = String::new();
+    loop {
+        let page = s.list_agents(T, &after, 2).await.unwrap();
+        assert!(page.len() <= 2);
+        let Some(last) = page.last() else { break };
+        after = last.agent_id.clone();
+        seen.extend(page.iter().map(|a| a.agent_id.clone()));
+    }
+    assert_eq!(seen, ["B", "a-c", "a_b", "ab", "b", "é"]);
+    assert!(s.list_agents(T, "é", 10).await.unwrap().is_empty());
+    assert_eq!(s.list_agents(T, "", 1).await.unwrap()[0].agent_id, "B");
+}
+
+async fn list_versions_pages_and_unknown_agent_is_none(s: Store) {
+    for n in 1..=5 {
+        s.create_version(T, "a", &def(n), n == 3, n as i64).await.unwrap();
+    }
+    let page = s.list_versions(T, "a", 0, 2).await.unwrap().unwrap();
+    assert_eq!(page.iter().map(|v| (v.version, v.is_default)).collect::<Vec<_>>(), [(1, false), (2, false)]);
+    let page = s.list_versions(T, "a", 2, 2).await.unwrap().unwrap();
+    assert_eq!(page.iter().map(|v| (v.version, v.is_default)).collect::<Vec<_>>(), [(3, true), (4, false)]);
+    let page = s.list_versions(T, "a", 4, 2).await.unwrap().unwrap();
+    assert_eq!(page.iter().map(|v| (v.version, v.definition.clone())).collect::<Vec<_>>(), [(5, def(5))]);
+    assert_eq!(s.list_versions(T, "a", 5, 2).await.unwrap(), Some(vec![]));
+    assert_eq!(s.list_versions(T, "nobody", 0, 2).await.unwrap(), None);
+}
+
+async fn set_default_moves_the_pointer_and_refuses_unknown_versions(s: Store) {
+    s.create_version(T, "a", &def(1), false, 1000).await.unwrap();
+    s.create_version(T, "a", &def(2), false, 2000).await.unwrap();
+    let rec = s.set_default(T, "a", 2, 3000).await.unwrap().expect("moved");
+    assert_eq!((rec.version, rec.is_default, rec.definition.as_str(), rec.create_time), (2, true, def(2).as_str(), 2000));
+    assert_eq!(s.default_version(T, "a").await.unwrap(), Some(2));
+    assert_eq!(s.get_version(T, "a", None).await.unwrap().unwrap().version, 2);
+    assert!(!s.get_version(T, "a", Some(1)).await.unwrap().unwrap().is_default);
+    let a = &s.list_agents(T, "", 10).await.unwrap()[0];
+    assert_eq!((a.default_version, a.update_time), (2, 3000));
+    assert_eq!(s.set_default(T, "a", 9, 4000).await.unwrap(), None);
+    assert_eq!(s.set_default(T, "nobody", 1, 4000).await.unwrap(), None);
+    assert_eq!(s.default_version(T, "a").await.unwrap(), Some(2), "a refused move changes nothing");
+}
+
+async fn delete_agent_removes_versions_runs_and_usage(s: Store) {
+    s.create_version(T, "a", &def(1), false, 1000).await.unwrap();
+    s.create_version(T, "a", &def(2), false, 1000).await.unwrap();
+    s.pin_run(T, "a", "r1", 1, 1000, 0).await.unwrap();
+    s.record_use(T, "a", "ada", "crm__lookup", 1000, 1000).await.unwrap();
+    s.create_version(T, "b", &def(1), false, 1000).await.unwrap();
+    s.pin_run(T, "b", "r1", 1, 1000, 0).await.unwrap();
+
+    assert!(s.delete_agent(T, "a").await.unwrap());
+    assert_eq!(s.default_version(T, "a").await.unwrap(), None);
+    assert_eq!(s.get_version(T, "a", Some(2)).await.unwrap(), None);
+    assert_eq!(s.list_versions(T, "a", 0, 10).await.unwrap(), None);
+    assert_eq!(s.run_version(T, "a", "r1", 0).await.unwrap(), None);
+    assert!(s.usage(T, "a", "ada", 1000, 1000).await.unwrap().is_empty());
+    assert!(!s.delete_agent(T, "a").await.unwrap(), "already gone");
+    // Others are untouched; a new agent of the same name starts again at version 1.
+    assert_eq!(s.run_version(T, "b", "r1", 0).await.unwrap(), Some(1));
+    let (v, created) = s.create_version(T, "a", &def(2), false, 2000).await.unwrap();
+    assert_eq!((v.version, v.is_default, created), (1, true, true));
+}
+
+async fn tenants_do_not_see_each_other(s: Store) {
+    s.create_version(T, "a", &def(1), false, 1000).await.unwrap();
+    s.pin_run(T, "a", "r1", 1, 1000, 0).await.unwrap();
+    s.record_use(T, "a", "ada", "x", 1000, 1000).await.unwrap();
+    s.insert_deferred(T, &deferred("d1", "a", "r1", 1000)).await.unwrap();
+    assert_eq!(s.claim_call(T, "a", "r1", "c1", 1000).await.unwrap(), Claim::New);
+
+    assert_eq!(s.default_version(OTHER, "a").await.unwrap(), None);
+    assert_eq!(s.get_version(OTHER, "a", None).await.unwrap(), None);
+    assert!(s.list_agents(OTHER, "", 10).await.unwrap().is_empty());
+    assert_eq!(s.set_default(OTHER, "a", 1, 2000).await.unwrap(), None);
+    assert!(!s.delete_agent(OTHER, "a").await.unwrap());
+    assert_eq!(s.run_version(OTHER, "a", "r1", 0).await.unwrap(), None);
+    assert!(s.usage(OTHER, "a", "ada", 1000, 1000).await.unwrap().is_empty());
+    assert_eq!(s.get_deferred(OTHER, "d1").await.unwrap(), None);
+    assert_eq!(s.transition_deferred(OTHER, "d1", "executing", "x", 2000).await.unwrap(), Transition::Missing);
+    assert!(s.list_deferred(OTHER, "a", None, None, (i64::MIN, ""), 10).await.unwrap().is_empty());
+    assert_eq!(s.claim_call(OTHER, "a", "r1", "c1", 1000).await.unwrap(), Claim::New, "another tenant's call");
+    // The same names in the other tenant are independent.
+    let (v, _) = s.create_version(OTHER, "a", &def(9), false, 3000).await.unwrap();
+    assert_eq!(v.version, 1);
+    assert_eq!(s.get_version(T, "a", None).await.unwrap().unwrap().definition, def(1));
+}
+
+async fn concurrent_creates_number_versions_without_gaps(s: Store) {
+    let creates = (1..=8).map(|n| {
+        let s = s.clone();
+        tokio::spawn(async move { s.create_version(T, "busy", &def(n), false, n as i64).await })
+    });
+    let mut versions: Vec<u32> = Vec::new();
+    for r in futures::future::join_all(creates).await {
+        let (v, created) = r.unwrap().expect("create");
+        assert!(created);
+        versions.push(v.version);
+    }
+    versions.sort();
+    assert_eq!(versions, (1..=8).collect::<Vec<_>>());
+    let agent = &s.list_agents(T, "", 10).await.unwrap()[0];
+    assert_eq!((agent.latest_version, agent.default_version), (8, 1), "the first version created is the default");
+    assert!(s.get_version(T, "busy", Some(1)).await.unwrap().unwrap().is_default);
+}
+
+async fn pin_run_keeps_the_first_version_until_the_run_expires(s: Store) {
+    assert_eq!(s.pin_run(T, "a", "r1", 1, 1000, 0).await.unwrap(), 1);
+    assert_eq!(s.pin_run(T, "a", "r1", 2, 2000, 0).await.unwrap(), 1, "a live run keeps its version");
+    assert_eq!(s.run_version(T, "a", "r1", 2000).await.unwrap(), Some(1), "last seen at 2000");
+    assert_eq!(s.run_version(T, "a", "r1", 2001).await.unwrap(), None, "idle since before 2001");
+    // Idle since before `expired_before`: the next call pins anew.
+    assert_eq!(s.pin_run(T, "a", "r1", 2, 5000, 3000).await.unwrap(), 2);
+    assert_eq!(s.run_version(T, "a", "r1", 4000).await.unwrap(), Some(2));
+    assert_eq!(s.pin_run(T, "a", "r2", 3, 5000, 3000).await.unwrap(), 3, "runs are independent");
+    assert_eq!(s.pin_run(T, "b", "r1", 4, 5000, 3000).await.unwrap(), 4, "run ids are per agent");
+    assert_eq!(s.run_version(T, "a", "nobody", 0).await.unwrap(), None);
+}
+
+async fn concurrent_first_calls_of_a_run_pin_one_version(s: Store) {
+    let pins = (1..=8u32).map(|v| {
+        let s = s.clone();
+        tokio::spawn(async move { s.pin_run(T, "a", "r1", v, 1000, 0).await })
+    });
+    let pinned: BTreeSet<u32> = futures::future::join_all(pins).await.into_iter().map(|r| r.unwrap().expect("pin")).collect();
+    assert_eq!(pinned.len(), 1, "every first call sees the same version: {pinned:?}");
+    assert_eq!(s.run_version(T, "a", "r1", 0).await.unwrap(), pinned.first().copied());
+}
+
+async fn end_run_and_expire_runs_forget_runs(s: Store) {
+    s.pin_run(T, "a", "r1", 1, 1000, 0).await.unwrap();
+    assert!(s.end_run(T, "a", "r1").await.unwrap());
+    assert!(!s.end_run(T, "a", "r1").await.unwrap(), "already ended");
+    assert_eq!(s.run_version(T, "a", "r1", 0).await.unwrap(), None);
+    assert_eq!(s.pin_run(T, "a", "r1", 2, 1100, 0).await.unwrap(), 2, "an ended run pins again");
+
+    s.pin_run(T, "a", "old", 1, 1000, 0).await.unwrap();
+    s.pin_run(OTHER, "a", "old", 1, 1000, 0).await.unwrap();
+    s.pin_run(T, "a", "new", 1, 5000, 0).await.unwrap();
+    assert_eq!(s.expire_runs(2000).await.unwrap(), 3, "r1 (1100) and both `old` runs (1000), every tenant");
+    assert_eq!(s.run_version(T, "a", "old", 0).await.unwrap(), None);
+    assert_eq!(s.run_version(T, "a", "new", 0).await.unwrap(), Some(1));
+    assert_eq!(s.expire_runs(2000).await.unwrap(), 0);
+}
+
+async fn claim_call_new_then_running_then_done(s: Store) {
+    assert_eq!(s.call_state(T, "a", "r1", "c1").await.unwrap(), None);
+    assert_eq!(s.claim_call(T, "a", "r1", "c1", 1000).await.unwrap(), Claim::New);
+    assert_eq!(s.claim_call(T, "a", "r1", "c1", 1500).await.unwrap(), Claim::Running { since: 1000 });
+    assert_eq!(s.call_state(T, "a", "r1", "c1").await.unwrap(), Some(Claim::Running { since: 1000 }));
+    s.finish_call(T, "a", "r1", "c1", "{\"outcome\":1}", 2000).await.unwrap();
+    assert_eq!(s.claim_call(T, "a", "r1", "c1", 3000).await.unwrap(), Claim::Done("{\"outcome\":1}".into()));
+    assert_eq!(s.call_state(T, "a", "r1", "c1").await.unwrap(), Some(Claim::Done("{\"outcome\":1}".into())));
+    // The id is scoped to (agent, run).
+    assert_eq!(s.claim_call(T, "a", "r2", "c1", 3000).await.unwrap(), Claim::New);
+    assert_eq!(s.claim_call(T, "b", "r1", "c1", 3000).await.unwrap(), Claim::New);
+}
+
+async fn finish_call_stores_the_first_outcome_only(s: Store) {
+    assert_eq!(s.claim_call(T, "a", "r1", "c1", 1000).await.unwrap(), Claim::New);
+    s.finish_call(T, "a", "r1", "c1", "first", 2000).await.unwrap();
+    s.finish_call(T, "a", "r1", "c1", "second", 3000).await.unwrap();
+    assert_eq!(s.call_state(T, "a", "r1", "c1").await.unwrap(), Some(Claim::Done("first".into())));
+    // A finished call cannot be released.
+    s.release_call(T, "a", "r1", "c1").await.unwrap();
+    assert_eq!(s.claim_call(T, "a", "r1", "c1", 4000).await.unwrap(), Claim::Done("first".into()));
+    // Finishing a call nobody claimed stores nothing.
+    s.finish_call(T, "a", "r1", "unclaimed", "x", 5000).await.unwrap();
+    assert_eq!(s.call_state(T, "a", "r1", "unclaimed").await.unwrap(), None);
+}
+
+async fn release_call_lets_the_call_run_again(s: Store) {
+    assert_eq!(s.claim_call(T, "a", "r1", "c1", 1000).await.unwrap(), Claim::New);
+    s.release_call(T, "a", "r1", "c1").await.unwrap();
+    assert_eq!(s.call_state(T, "a", "r1", "c1").await.unwrap(), None);
+    assert_eq!(s.claim_call(T, "a", "r1", "c1", 2000).await.unwrap(), Claim::New);
+    assert_eq!(s.claim_call(T, "a", "r1", "c1", 2500).await.unwrap(), Claim::Running { since: 2000 });
+    s.release_call(T, "a", "r1", "never-claimed").await.unwrap();
+}
+
+async fn concurrent_claims_have_one_winner(s: Store) {
+    for round in 0..3 {
+        let id = format!("c{round}");
+        let claims = (0..10).map(|_| {
+            let (s, id) = (s.clone(), id.clone());
+            tokio::spawn(async move { s.claim_call(T, "a", "r1", &id, 1000).await })
+        });
+        let claims: Vec<Claim> = futures::future::join_all(claims).await.into_iter().map(|r| r.unwrap().expect("claim")).collect();
+        assert_eq!(claims.iter().filter(|c| **c == Claim::New).count(), 1, "{claims:?}");
+        assert!(claims.iter().all(|c| matches!(c, Claim::New | Claim::Running { since: 1000 })), "{claims:?}");
+    }
+}
+
+async fn deferred_insert_get_transition_complete(s: Store) {
+    let row = deferred("d1", "a", "r1", 1000);
+    s.insert_deferred(T, &row).await.unwrap();
+    assert_eq!(s.get_deferred(T, "d1").await.unwrap(), Some(row.clone()));
+    assert_eq!(s.get_deferred(T, "nope").await.unwrap(), None);
+    assert!(s.insert_deferred(T, &row).await.is_err(), "ids are unique");
+
+    assert_eq!(s.transition_deferred(T, "d1", "executing", "approve", 2000).await.unwrap(), Transition::Moved);
+    let moved = DeferredRow { state: "executing".into(), resolution: Some("approve".into()), resolve_time: Some(2000), ..row.clone() };
+    assert_eq!(s.get_deferred(T, "d1").await.unwrap(), Some(moved.clone()));
+    // Not pending any more: the row as it is, unchanged by the second attempt.
+    assert_eq!(s.transition_deferred(T, "d1", "executing", "deny", 3000).await.unwrap(), Transition::Already(moved));
+    assert_eq!(s.transition_deferred(T, "nope", "executing", "deny", 3000).await.unwrap(), Transition::Missing);
+
+    s.complete_deferred(T, "d1", "{\"result\":true}", 4000).await.unwrap();
+    let done = s.get_deferred(T, "d1").await.unwrap().unwrap();
+    assert_eq!(
+        (done.state.as_str(), done.resolution.as_deref(), done.result.as_deref(), done.resolve_time),
+        ("resolved", Some("approve"), Some("{\"result\":true}"), Some(4000))
+    );
+    assert_eq!((done.record, done.version, done.create_time), (row.record, 1, 1000));
+    assert!(matches!(s.transition_deferred(T, "d1", "executing", "approve", 5000).await.unwrap(), Transition::Already(r) if r.state == "resolved"));
+}
+
+async fn concurrent_transitions_have_one_winner(s: Store) {
+    s.insert_deferred(T, &deferred("d1", "a", "r1", 1000)).await.unwrap();
+    let attempts = (0..8).map(|i| {
+        let s = s.clone();
+        tokio::spawn(async move { s.transition_deferred(T, "d1", "executing", &format!("resolution-{i}"), 2000).await })
+    });
+    let results: Vec<Transition> = futures::future::join_all(attempts).await.into_iter().map(|r| r.unwrap().expect("transition")).collect();
+    assert_eq!(results.iter().filter(|t| **t == Transition::Moved).count(), 1, "{results:?}");
+    let winner = s.get_deferred(T, "d1").await.unwrap().unwrap().resolution;
+    for t in &results {
+        if let Transition::Already(row) = t {
+            assert_eq!(row.resolution, winner, "the losers see the winner's resolution");
+        }
+    }
+}
+
+async fn list_deferred_filters_and_pages_with_the_cursor(s: Store) {
+    // Two records share a create_time: the id breaks the tie.
+    let rows = [
+        deferred("d3", "a", "r1", 1000),
+        deferred("d1", "a", "r2", 2000),
+        deferred("d2", "a", "r1", 2000),
+        deferred("d0", "a", "r1", 3000),
+        deferred("d4", "a", "r2", 4000),
+        deferred("x1", "b", "r1", 1500),
+    ];
+    for r in &rows {
+        s.insert_deferred(T, r).await.unwrap();
+    }
+    s.insert_deferred(OTHER, &deferred("o1", "a", "r1", 1200)).await.unwrap();
+    let all = |run, state| s.list_deferred(T, "a", run, state, (i64::MIN, ""), 100);
+    assert_eq!(ids(&all(None, None).await.unwrap()), ["d3", "d1", "d2", "d0", "d4"]);
+
+    // Pages of two, each after the last (create_time, id) seen.
+    let mut seen = Vec::new();
+    let mut after = (i64::MIN, String::new());
+    loop {
+        let page = s.list_deferred(T, "a", None, None, (after.0, &after.1), 2).await.unwrap();
+        let Some(last) = page.last() else { break };
+        after = (last.create_time, last.deferred_id.clone());
+        seen.extend(page.iter().map(|r| r.deferred_id.clone()));
+    }
+    assert_eq!(seen, ["d3", "d1", "d2", "d0", "d4"]);
+    assert_eq!(ids(&s.list_deferred(T, "a", None, None, (2000, "d1"), 10).await.unwrap()), ["d2", "d0", "d4"]);
+
+    assert_eq!(ids(&all(Some("r2"), None).await.unwrap()), ["d1", "d4"]);
+    // d2 executing (resolved for listing purposes), d0 resolved with a result.
+    s.transition_deferred(T, "d2", "executing", "approve", 5000).await.unwrap();
+    s.transition_deferred(T, "d0", "executing", "deny", 5000).await.unwrap();
+    s.complete_deferred(T, "d0", "{}", 5001).await.unwrap();
+    assert_eq!(ids(&all(None, Some("pending")).await.unwrap()), ["d3", "d1", "d4"]);
+    assert_eq!(ids(&all(None, Some("resolved")).await.unwrap()), ["d2", "d0"], "`resolved` = everything not pending");
+    assert_eq!(ids(&all(Some("r1"), Some("pending")).await.unwrap()), ["d3"]);
+    assert_eq!(ids(&all(Some("r9"), None).await.unwrap()), Vec::<&str>::new());
+    assert_eq!(ids(&s.list_deferred(T, "b", None, None, (i64::MIN, ""), 10).await.unwrap()), ["x1"]);
+    assert_eq!(ids(&s.list_deferred(OTHER, "a", None, None, (i64::MIN, ""), 10).await.unwrap()), ["o1"]);
+}
+
+async fn count_pending_counts_every_tenant(s: Store) {
+    assert_eq!(s.count_pending().await.unwrap(), 0);
+    s.insert_deferred(T, &deferred("d1", "a", "r1", 1000)).await.unwrap();
+    s.insert_deferred(T, &deferred("d2", "a", "r1", 1000)).await.unwrap();
+    s.insert_deferred(OTHER, &deferred("d1", "a", "r1", 1000)).await.unwrap();
+    assert_eq!(s.count_pending().await.unwrap(), 3);
+    s.transition_deferred(T, "d1", "executing", "approve", 2000).await.unwrap();
+    assert_eq!(s.count_pending().await.unwrap(), 2);
+    s.complete_deferred(T, "d1", "{}", 2001).await.unwrap();
+    assert_eq!(s.count_pending().await.unwrap(), 2);
+}
+
+async fn usage_decays_and_orders_highest_first(s: Store) {
+    const H: i64 = 1_000_000; // half-life, ms
+    let t0 = 10_000_000;
+    for _ in 0..3 {
+        s.record_use(T, "a", "ada", "alpha", t0, H).await.unwrap();
+    }
+    s.record_use(T, "a", "ada", "beta", t0, H).await.unwrap();
+    s.record_use(T, "a", "ada", "gamma", t0 + H, H).await.unwrap();
+    s.record_use(T, "a", "ada", "gamma", t0 + H, H).await.unwrap();
+    s.record_use(T, "a", "ada", "delta", t0 + H, H).await.unwrap();
+    s.record_use(T, "a", "ada", "epsilon", t0 + H, H).await.unwrap();
+    s.record_use(T, "a", "bob", "beta", t0, H).await.unwrap();
+
+    let at_t0 = s.usage(T, "a", "ada", t0, H).await.unwrap();
+    assert!(close(at_t0[0].1, 3.0) && at_t0[0].0 == "alpha", "{at_t0:?}");
+    // One half-life later: alpha 3 → 1.5, beta 1 → 0.5; gamma 2, delta 1 and epsilon 1 are fresh
+    // (equal counts by name).
+    let usage = s.usage(T, "a", "ada", t0 + H, H).await.unwrap();
+    let names: Vec<&str> = usage.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["gamma", "alpha", "delta", "epsilon", "beta"], "{usage:?}");
+    let scores: Vec<f64> = usage.iter().map(|(_, s)| *s).collect();
+    for (got, want) in scores.iter().zip([2.0, 1.5, 1.0, 1.0, 0.5]) {
+        assert!(close(*got, want), "{usage:?}");
+    }
+    // A new call adds one to the decayed count.
+    s.record_use(T, "a", "ada", "beta", t0 + 2 * H, H).await.unwrap();
+    let usage = s.usage(T, "a", "ada", t0 + 2 * H, H).await.unwrap();
+    let beta = usage.iter().find(|(n, _)| n == "beta").unwrap().1;
+    assert!(close(beta, 1.25), "0.25 left of the first call, plus one: {usage:?}");
+    assert_eq!(usage[0].0, "beta");
+    // Per user.
+    let bob = s.usage(T, "a", "bob", t0, H).await.unwrap();
+    assert_eq!(bob.len(), 1);
+    assert!(close(bob[0].1, 1.0));
+    assert!(s.usage(T, "a", "nobody", t0, H).await.unwrap().is_empty());
+}
+
+async fn concurrent_record_use_counts_every_call(s: Store) {
+    let uses = (0..20).map(|_| {
+        let s = s.clone();
+        tokio::spawn(async move { s.record_use(T, "a", "ada", "alpha", 1000, 1_000_000).await })
+    });
+    for r in futures::future::join_all(uses).await {
+        r.unwrap().expect("record");
+    }
+    let usage = s.usage(T, "a", "ada", 1000, 1_000_000).await.unwrap();
+    assert!(close(usage[0].1, 20.0), "every call counted: {usage:?}");
+}

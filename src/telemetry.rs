@@ -1,11 +1,276 @@
-//! Logging: human-readable by default, JSON with `TOOLROUTER_LOG_FORMAT=json`; level from
-//! `RUST_LOG` (default info).
+//! Telemetry: logs (human-readable, or JSON with trace ids), OpenTelemetry traces over OTLP
+//! gRPC, Prometheus metrics, and the spans the router emits (SPEC §10).
+//!
+//! Configuration is read from the environment in one place ([`TelemetryConfig::from_env`]);
+//! tests build a [`TelemetryConfig`] instead. Traces go through `tracing`: the OpenTelemetry
+//! layer turns toolrouter's spans into OTel spans, so spans created anywhere inside an RPC are
+//! its children.
 
-use tracing_subscriber::EnvFilter;
+mod logs;
 
-pub fn init() {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let json = std::env::var("TOOLROUTER_LOG_FORMAT").is_ok_and(|v| v == "json");
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    let _ = if json { builder.json().try_init() } else { builder.try_init() };
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use opentelemetry::propagation::{Injector, TextMapPropagator};
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::{Context, KeyValue};
+use opentelemetry_sdk::Resource;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
+
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Human,
+    Json,
+}
+
+/// Everything telemetry needs, read from the environment once.
+#[derive(Debug, Clone)]
+pub struct TelemetryConfig {
+    /// `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`, else `OTEL_EXPORTER_OTLP_ENDPOINT`; `None` = no
+    /// exporter (spans still carry ids, so trace context still reaches executors and logs).
+    pub otlp_endpoint: Option<String>,
+    /// `OTEL_SERVICE_NAME`, else `service.name` in the resource attributes, else `toolrouter`.
+    pub service_name: String,
+    /// `OTEL_RESOURCE_ATTRIBUTES` (`k=v,k2=v2`, values percent-decoded).
+    pub resource_attributes: Vec<(String, String)>,
+    /// `TOOLROUTER_TRACE_ARGUMENTS=true`: tool arguments go into `gen_ai.tool.call.arguments`.
+    pub trace_arguments: bool,
+    /// `TOOLROUTER_LOG_FORMAT=json` for JSON lines.
+    pub log_format: LogFormat,
+    /// `RUST_LOG`, default `info`.
+    pub log_filter: String,
+    /// Longest wait before a batch of spans is exported (`OTEL_BSP_SCHEDULE_DELAY`, ms).
+    pub export_delay: Duration,
+}
+
+impl Default for TelemetryConfig {
+    fn default() -> Self {
+        Self::from_lookup(|_| None)
+    }
+}
+
+impl TelemetryConfig {
+    pub fn from_env() -> Self {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Reads the variables through `get` (tests pass a map).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Self {
+        let set = |k: &str| get(k).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
+        let resource_attributes = set("OTEL_RESOURCE_ATTRIBUTES").map(|s| parse_resource_attributes(&s)).unwrap_or_default();
+        let service_name = set("OTEL_SERVICE_NAME")
+            .or_else(|| resource_attributes.iter().find(|(k, _)| k == "service.name").map(|(_, v)| v.clone()))
+            .unwrap_or_else(|| "toolrouter".to_string());
+        Self {
+            otlp_endpoint: set("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").or_else(|| set("OTEL_EXPORTER_OTLP_ENDPOINT")),
+            service_name,
+            resource_attributes,
+            trace_arguments: set("TOOLROUTER_TRACE_ARGUMENTS").is_some_and(|v| v.eq_ignore_ascii_case("true") || v == "1"),
+            log_format: if set("TOOLROUTER_LOG_FORMAT").is_some_and(|v| v.eq_ignore_ascii_case("json")) { LogFormat::Json } else { LogFormat::Human },
+            log_filter: set("RUST_LOG").unwrap_or_else(|| "info".to_string()),
+            export_delay: set("OTEL_BSP_SCHEDULE_DELAY").and_then(|v| v.parse().ok()).map(Duration::from_millis).unwrap_or(Duration::from_secs(5)),
+        }
+    }
+}
+
+/// `k=v,k2=v2` as the OpenTelemetry spec writes resource attributes (values percent-encoded).
+fn parse_resource_attributes(s: &str) -> Vec<(String, String)> {
+    s.split(',')
+        .filter_map(|entry| {
+            let (k, v) = entry.split_once('=')?;
+            let k = k.trim();
+            (!k.is_empty()).then(|| (k.to_string(), percent_decode(v.trim())))
+        })
+        .collect()
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex = |b: u8| (b as char).to_digit(16);
+        match (bytes[i], bytes.get(i + 1).copied().and_then(hex), bytes.get(i + 2).copied().and_then(hex)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+static TRACE_ARGUMENTS: AtomicBool = AtomicBool::new(false);
+
+/// Did the operator opt in to tool arguments in spans?
+pub fn trace_arguments() -> bool {
+    TRACE_ARGUMENTS.load(Ordering::Relaxed)
+}
+
+/// The installed telemetry; shut it down at exit so the last spans are exported.
+pub struct Telemetry {
+    provider: SdkTracerProvider,
+    exporting: bool,
+}
+
+impl Telemetry {
+    /// Is an OTLP exporter configured?
+    pub fn exporting(&self) -> bool {
+        self.exporting
+    }
+
+    /// Exports the spans ended so far (blocking: call from a blocking thread).
+    pub fn force_flush(&self) -> anyhow::Result<()> {
+        self.provider.force_flush().context("flushing spans")
+    }
+
+    /// Flushes and stops the exporter.
+    pub async fn shutdown(self) {
+        let provider = self.provider;
+        // The batch processor blocks until its worker has exported; the export itself runs on
+        // this runtime, so wait on a blocking thread.
+        let done = tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(Duration::from_secs(5))).await;
+        if let Ok(Err(e)) = done {
+            tracing::warn!(error = %e, "stopping the trace exporter failed");
+        }
+    }
+}
+
+/// Builds the tracer provider: with a batch OTLP/gRPC exporter when an endpoint is set.
+/// Must run inside the tokio runtime that will carry the exports (the channel lives there).
+fn tracer_provider(cfg: &TelemetryConfig) -> anyhow::Result<(SdkTracerProvider, bool)> {
+    let resource = Resource::builder_empty()
+        .with_detector(Box::new(opentelemetry_sdk::resource::TelemetryResourceDetector))
+        .with_attributes(cfg.resource_attributes.iter().map(|(k, v)| KeyValue::new(k.clone(), v.clone())))
+        .with_service_name(cfg.service_name.clone())
+        .build();
+    let mut builder = SdkTracerProvider::builder().with_resource(resource);
+    let exporting = cfg.otlp_endpoint.is_some();
+    if let Some(endpoint) = &cfg.otlp_endpoint {
+        use opentelemetry_otlp::WithExportConfig;
+        let exporter = opentelemetry_otlp::SpanExporter::builder()
+            .with_tonic()
+            .with_endpoint(endpoint.clone())
+            .with_timeout(Duration::from_secs(10))
+            .build()
+            .with_context(|| format!("building the OTLP exporter for {endpoint}"))?;
+        let batch = BatchConfigBuilder::default().with_scheduled_delay(cfg.export_delay).build();
+        builder = builder.with_span_processor(BatchSpanProcessor::builder(exporter).with_batch_config(batch).build());
+    }
+    Ok((builder.build(), exporting))
+}
+
+/// Installs logging and tracing for the process. Call once, inside the tokio runtime.
+pub fn init(cfg: &TelemetryConfig) -> anyhow::Result<Telemetry> {
+    let (provider, exporting) = tracer_provider(cfg)?;
+    TRACE_ARGUMENTS.store(cfg.trace_arguments, Ordering::Relaxed);
+    let otel = tracing_opentelemetry::layer()
+        .with_tracer(provider.tracer("toolrouter"))
+        .with_location(false)
+        .with_threads(false)
+        .with_tracked_inactivity(false)
+        .with_target(false)
+        // Only toolrouter's own spans: no spans of dependencies, whatever RUST_LOG says.
+        .with_filter(Targets::new().with_target("toolrouter", tracing::Level::INFO));
+    let filter = EnvFilter::try_new(&cfg.log_filter).unwrap_or_else(|_| EnvFilter::new("info"));
+    let fmt = match cfg.log_format {
+        LogFormat::Human => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
+        LogFormat::Json => logs::json_layer(std::io::stderr).boxed(),
+    };
+    tracing_subscriber::registry()
+        .with(otel)
+        .with(fmt.with_filter(filter))
+        .try_init()
+        .context("installing the tracing subscriber")?;
+    if exporting {
+        tracing::info!(endpoint = cfg.otlp_endpoint.as_deref().unwrap_or(""), service = %cfg.service_name, "exporting traces over OTLP");
+    }
+    Ok(Telemetry { provider, exporting })
+}
+
+// ----- trace context -----
+
+/// The W3C trace context of incoming request headers (`traceparent`, `tracestate`).
+pub fn extract_context(headers: &http::HeaderMap) -> Context {
+    TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers))
+}
+
+/// Writes the current span's trace context into outgoing gRPC metadata (`traceparent`).
+pub fn inject_context(metadata: &mut tonic::metadata::MetadataMap) {
+    let cx = tracing::Span::current().context();
+    TraceContextPropagator::new().inject_context(&cx, &mut MetadataInjector(metadata));
+}
+
+struct MetadataInjector<'a>(&'a mut tonic::metadata::MetadataMap);
+
+impl Injector for MetadataInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(k), Ok(v)) = (tonic::metadata::MetadataKey::from_bytes(key.as_bytes()), value.parse()) {
+            self.0.insert(k, v);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(vars: &[(&str, &str)]) -> TelemetryConfig {
+        let map: std::collections::HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        TelemetryConfig::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn no_endpoint_means_no_exporter_and_the_default_service_name() {
+        let c = config(&[]);
+        assert_eq!(c.otlp_endpoint, None);
+        assert_eq!(c.service_name, "toolrouter");
+        assert!(!c.trace_arguments);
+        assert_eq!(c.log_format, LogFormat::Human);
+        assert_eq!(config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", " ")]).otlp_endpoint, None);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let (_, exporting) = rt.block_on(async { tracer_provider(&c) }).unwrap();
+        assert!(!exporting);
+    }
+
+    #[test]
+    fn standard_variables_configure_the_exporter_and_resource() {
+        let c = config(&[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", "http://collector:4317"),
+            ("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment=prod, team=tools%2Crouting,broken"),
+            ("TOOLROUTER_TRACE_ARGUMENTS", "true"),
+            ("TOOLROUTER_LOG_FORMAT", "json"),
+        ]);
+        assert_eq!(c.otlp_endpoint.as_deref(), Some("http://collector:4317"));
+        assert_eq!(
+            c.resource_attributes,
+            vec![("deployment.environment".to_string(), "prod".to_string()), ("team".to_string(), "tools,routing".to_string())]
+        );
+        assert!(c.trace_arguments);
+        assert_eq!(c.log_format, LogFormat::Json);
+        let traces = config(&[("OTEL_EXPORTER_OTLP_ENDPOINT", "http://a:4317"), ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "http://b:4317")]);
+        assert_eq!(traces.otlp_endpoint.as_deref(), Some("http://b:4317"), "the signal-specific variable wins");
+    }
+
+    #[test]
+    fn service_name_comes_from_otel_service_name_then_resource_attributes() {
+        assert_eq!(config(&[("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs")]).service_name, "from-attrs");
+        assert_eq!(
+            config(&[("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs"), ("OTEL_SERVICE_NAME", "named")]).service_name,
+            "named"
+        );
+    }
 }

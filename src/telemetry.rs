@@ -7,9 +7,11 @@
 //! its children.
 
 mod logs;
+pub mod metrics;
+pub mod rpc;
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use opentelemetry::propagation::{Injector, TextMapPropagator};
@@ -18,12 +20,15 @@ use opentelemetry::{Context, KeyValue};
 use opentelemetry_sdk::Resource;
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{BatchConfigBuilder, BatchSpanProcessor, SdkTracerProvider};
+use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
+
+pub use rpc::GrpcLayer;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum LogFormat {
@@ -224,9 +229,62 @@ impl Injector for MetadataInjector<'_> {
     }
 }
 
+/// Does this result text start with toolrouter's `{"error":"<code>"`? (Result objects keep
+/// key order, so the code is first.)
+pub(crate) fn error_code_is(content_json: &str, code: &str) -> bool {
+    content_json
+        .strip_prefix("{\"error\":\"")
+        .and_then(|rest| rest.strip_prefix(code))
+        .is_some_and(|rest| rest.starts_with('"'))
+}
+
+// ----- search spans -----
+
+/// One search (`discover_tools`, `tool_search`): a span with result counts and the
+/// search metrics. Dropping it ends both.
+pub struct Search {
+    span: tracing::span::EnteredSpan,
+    started: Instant,
+}
+
+impl Search {
+    /// Starts a search span; records how many keywords the query has, never the query.
+    pub fn start(operation: &'static str, query: &str) -> Search {
+        let span = tracing::info_span!(
+            "search",
+            otel.name = operation,
+            toolrouter.search.operation = operation,
+            toolrouter.search.query_keywords = Empty,
+            toolrouter.search.total = Empty,
+            toolrouter.search.returned = Empty,
+        );
+        if !span.is_disabled() {
+            span.record("toolrouter.search.query_keywords", crate::search::tokenize::keywords(query).len() as i64);
+        }
+        Search { span: span.entered(), started: Instant::now() }
+    }
+
+    /// The size of the candidate set and of the page returned.
+    pub fn found(&self, total: u32, returned: usize) {
+        // i64: the OpenTelemetry layer exports unsigned fields as strings.
+        self.span.record("toolrouter.search.total", i64::from(total));
+        self.span.record("toolrouter.search.returned", returned as i64);
+        if total == 0 {
+            metrics::search_zero_results();
+        }
+    }
+}
+
+impl Drop for Search {
+    fn drop(&mut self) {
+        metrics::search_duration(self.started.elapsed());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::ToolResult;
 
     fn config(vars: &[(&str, &str)]) -> TelemetryConfig {
         let map: std::collections::HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -272,5 +330,13 @@ mod tests {
             config(&[("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs"), ("OTEL_SERVICE_NAME", "named")]).service_name,
             "named"
         );
+    }
+
+    #[test]
+    fn router_error_codes_are_recognised_by_prefix() {
+        let r = ToolResult::error("outcome_unknown", "x");
+        assert!(error_code_is(&r.content_json, "outcome_unknown"));
+        assert!(!error_code_is(&r.content_json, "outcome"));
+        assert!(!error_code_is(r#"{"echo":"outcome_unknown"}"#, "outcome_unknown"));
     }
 }

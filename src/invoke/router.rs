@@ -17,6 +17,7 @@ use crate::control::{self, CallRef, ControlCall, ModelTool};
 use crate::error::{Error, Result};
 use crate::registry::{Registry, decode_token, encode_token, page_size_or_default};
 use crate::store::{Claim, DeferredRow, Transition};
+use crate::telemetry;
 
 #[derive(Debug, Clone)]
 pub struct RouterConfig {
@@ -136,13 +137,13 @@ impl Router {
     /// `HandleToolCall`.
     pub async fn handle(self: &Arc<Self>, tenant: &str, agent_id: &str, version: u32, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
         let r = self.resolve(tenant, agent_id, version, run).await?;
-        self.handle_resolved(tenant, agent_id, &r, run, call).await
+        telemetry::metrics::tool_call(self.handle_resolved(tenant, agent_id, &r, run, call)).await
     }
 
     /// `HandleToolCalls`: concurrently, outcomes in request order.
     pub async fn handle_many(self: &Arc<Self>, tenant: &str, agent_id: &str, version: u32, run: &RunContext, calls: &[ToolCall]) -> Result<Vec<Outcome>> {
         let r = self.resolve(tenant, agent_id, version, run).await?;
-        let futures = calls.iter().map(|c| self.handle_resolved(tenant, agent_id, &r, run, c));
+        let futures = calls.iter().map(|c| telemetry::metrics::tool_call(self.handle_resolved(tenant, agent_id, &r, run, c)));
         futures::future::join_all(futures).await.into_iter().collect()
     }
 
@@ -335,6 +336,7 @@ impl Router {
                 resolve_time: None,
             };
             self.registry.store().insert_deferred(tenant, &row).await?;
+            telemetry::metrics::deferred_changed();
             return Ok(Outcome::Deferred(deferred));
         }
         let result = self.execute(tenant, agent_id, catalog, i, &target.arguments_json, &call.tool_call_id, run).await;
@@ -378,10 +380,12 @@ impl Router {
         let retries = if tool.idempotent { self.executors.config().max_retries } else { 0 };
         let mut attempt = 0;
         loop {
+            let started = std::time::Instant::now();
             let outcome = self
                 .executors
                 .execute(&f.endpoint, &limit_key, f.max_concurrency, &tool.local, args, call_id, run, tool.timeout)
                 .await;
+            telemetry::metrics::executor_call(&source.id, &outcome, started.elapsed());
             match outcome {
                 Execution::Done { content_json, is_error } => {
                     let content_json = if serde_json::from_str::<serde::de::IgnoredAny>(&content_json).is_ok() {
@@ -533,6 +537,7 @@ impl Router {
         };
         let text = serde_json::to_string(&result).map_err(|e| Error::Internal(e.to_string()))?;
         self.registry.store().complete_deferred(tenant, id, &text, self.now()).await?;
+        telemetry::metrics::deferred_changed();
         Ok(result)
     }
 

@@ -8,6 +8,8 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::Row;
 
+use crate::telemetry::metrics::store_timer;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("unsupported store URL {0:?}: use sqlite://FILE (or sqlite::memory:)")]
@@ -105,6 +107,7 @@ impl Store {
 
     /// Is the store reachable?
     pub async fn ping(&self) -> Result<(), StoreError> {
+        let _timer = store_timer("ping");
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
@@ -122,6 +125,7 @@ impl Store {
         make_default: bool,
         now: i64,
     ) -> Result<(VersionRecord, bool), StoreError> {
+        let _timer = store_timer("create_version");
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let agent = sqlx::query("SELECT default_version, latest_version FROM agents WHERE tenant = ? AND agent_id = ?")
             .bind(tenant)
@@ -201,6 +205,7 @@ impl Store {
 
     /// The version asked for (`None` = the default one).
     pub async fn get_version(&self, tenant: &str, agent_id: &str, version: Option<u32>) -> Result<Option<VersionRecord>, StoreError> {
+        let _timer = store_timer("get_version");
         let row = sqlx::query(
             "SELECT v.version, v.definition, v.create_time, a.default_version FROM agents a \
              JOIN agent_versions v ON v.tenant = a.tenant AND v.agent_id = a.agent_id \
@@ -216,6 +221,7 @@ impl Store {
 
     /// The default version number of an agent, if the agent exists.
     pub async fn default_version(&self, tenant: &str, agent_id: &str) -> Result<Option<u32>, StoreError> {
+        let _timer = store_timer("default_version");
         let row = sqlx::query("SELECT default_version FROM agents WHERE tenant = ? AND agent_id = ?")
             .bind(tenant)
             .bind(agent_id)
@@ -311,6 +317,7 @@ impl Store {
     /// The version a run is pinned to, pinning `version` if the run is new or expired
     /// (idle since before `expired_before`).
     pub async fn pin_run(&self, tenant: &str, agent_id: &str, run_id: &str, version: u32, now: i64, expired_before: i64) -> Result<u32, StoreError> {
+        let _timer = store_timer("pin_run");
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query("DELETE FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ? AND last_seen < ?")
             .bind(tenant)
@@ -369,6 +376,7 @@ impl Store {
 
     /// Claims (agent, run, tool_call_id) for execution, or reports who has it.
     pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
+        let _timer = store_timer("claim_call");
         let inserted = sqlx::query("INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING")
             .bind(tenant)
             .bind(agent_id)
@@ -400,6 +408,7 @@ impl Store {
 
     /// Stores the outcome of a claimed call (only once).
     pub async fn finish_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, outcome: &str, now: i64) -> Result<(), StoreError> {
+        let _timer = store_timer("finish_call");
         sqlx::query("UPDATE tool_calls SET outcome = ?, update_time = ? WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL")
             .bind(outcome)
             .bind(now)
@@ -414,6 +423,7 @@ impl Store {
 
     /// Drops an unfinished claim, so the call can run again.
     pub async fn release_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<(), StoreError> {
+        let _timer = store_timer("release_call");
         sqlx::query("DELETE FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL")
             .bind(tenant)
             .bind(agent_id)
@@ -427,6 +437,7 @@ impl Store {
     // ----- deferred records -----
 
     pub async fn insert_deferred(&self, tenant: &str, row: &DeferredRow) -> Result<(), StoreError> {
+        let _timer = store_timer("insert_deferred");
         sqlx::query("INSERT INTO deferred (tenant, deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
             .bind(tenant)
             .bind(&row.deferred_id)
@@ -445,6 +456,7 @@ impl Store {
     }
 
     pub async fn get_deferred(&self, tenant: &str, id: &str) -> Result<Option<DeferredRow>, StoreError> {
+        let _timer = store_timer("get_deferred");
         let row = sqlx::query(sqlx::AssertSqlSafe(format!("{DEFERRED_SELECT} WHERE tenant = ? AND deferred_id = ?")))
             .bind(tenant)
             .bind(id)
@@ -455,6 +467,7 @@ impl Store {
 
     /// Moves a pending record to `state` with `resolution`, only if it is still pending.
     pub async fn transition_deferred(&self, tenant: &str, id: &str, state: &str, resolution: &str, now: i64) -> Result<Transition, StoreError> {
+        let _timer = store_timer("transition_deferred");
         let n = sqlx::query("UPDATE deferred SET state = ?, resolution = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'pending'")
             .bind(state)
             .bind(resolution)
@@ -475,6 +488,7 @@ impl Store {
 
     /// Records the result of a resolution and marks the record resolved.
     pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<(), StoreError> {
+        let _timer = store_timer("complete_deferred");
         sqlx::query("UPDATE deferred SET state = 'resolved', result = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ?")
             .bind(result)
             .bind(now)
@@ -496,6 +510,7 @@ impl Store {
         after: (i64, &str),
         limit: u32,
     ) -> Result<Vec<DeferredRow>, StoreError> {
+        let _timer = store_timer("list_deferred");
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "{DEFERRED_SELECT} WHERE tenant = ? AND agent_id = ? AND (? IS NULL OR run_id = ?) \
              AND (? IS NULL OR state = ? OR (? = 'resolved' AND state <> 'pending')) \
@@ -520,6 +535,7 @@ impl Store {
 
     /// Number of pending deferred records (all tenants), for metrics.
     pub async fn count_pending(&self) -> Result<u64, StoreError> {
+        let _timer = store_timer("count_pending");
         let row = sqlx::query("SELECT COUNT(*) FROM deferred WHERE state = 'pending'").fetch_one(&self.pool).await?;
         Ok(row.get::<i64, _>(0) as u64)
     }
@@ -528,6 +544,7 @@ impl Store {
 
     /// Adds one successful call to a decayed count (`half_life_ms`).
     pub async fn record_use(&self, tenant: &str, agent_id: &str, user: &str, tool: &str, now: i64, half_life_ms: i64) -> Result<(), StoreError> {
+        let _timer = store_timer("record_use");
         let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
         let row = sqlx::query("SELECT score, last_update FROM tool_usage WHERE tenant = ? AND agent_id = ? AND user_id = ? AND tool_name = ?")
             .bind(tenant)
@@ -555,6 +572,7 @@ impl Store {
 
     /// Decayed counts of a user's tools at `now`, highest first.
     pub async fn usage(&self, tenant: &str, agent_id: &str, user: &str, now: i64, half_life_ms: i64) -> Result<Vec<(String, f64)>, StoreError> {
+        let _timer = store_timer("usage");
         let rows = sqlx::query("SELECT tool_name, score, last_update FROM tool_usage WHERE tenant = ? AND agent_id = ? AND user_id = ?")
             .bind(tenant)
             .bind(agent_id)

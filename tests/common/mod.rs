@@ -419,3 +419,22 @@ pub fn content(outcome: &pb::handle_tool_call_response::Outcome) -> serde_json::
         other => panic!("expected a result, got {other:?}"),
     }
 }
+
+/// A plain HTTP/1.1 GET on the server's HTTP listener: (status, body).
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let path = path.to_string();
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).expect("connect to the HTTP listener");
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).expect("read the HTTP response");
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("an HTTP status line");
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        (status, body)
+    })
+    .await
+    .expect("HTTP GET task")
+}

@@ -27,6 +27,8 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
+use crate::catalog::{Catalog, SourceKind};
+use crate::control::ToolResult;
 
 pub use rpc::GrpcLayer;
 
@@ -229,6 +231,67 @@ impl Injector for MetadataInjector<'_> {
     }
 }
 
+/// `tokio::spawn`, keeping the current span as the task's parent.
+pub fn spawn_in_span<F>(fut: F) -> tokio::task::JoinHandle<F::Output>
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    use tracing::Instrument;
+    tokio::spawn(fut.instrument(tracing::Span::current()))
+}
+
+// ----- tool execution spans (OpenTelemetry GenAI semantic conventions) -----
+
+/// `gen_ai.tool.type` of a source: executors run functions; MCP tools are extensions.
+fn tool_type(kind: &SourceKind) -> &'static str {
+    match kind {
+        SourceKind::Mcp(_) => "extension",
+        SourceKind::Function(_) | SourceKind::Client(_) => "function",
+    }
+}
+
+/// The `execute_tool {name}` span of one execution of tool `i` (retries included).
+/// Arguments are recorded only when the operator opted in.
+pub fn execute_tool_span(catalog: &Catalog, i: u32, call_id: &str, arguments_json: &str, with_arguments: bool) -> tracing::Span {
+    let tool = catalog.tool(i);
+    let source = &catalog.sources[tool.source];
+    let span = tracing::info_span!(
+        "execute_tool",
+        otel.name = %format_args!("execute_tool {}", tool.name),
+        otel.kind = "internal",
+        otel.status_code = Empty,
+        gen_ai.operation.name = "execute_tool",
+        gen_ai.tool.name = %tool.name,
+        "gen_ai.tool.type" = tool_type(&source.kind),
+        gen_ai.tool.call.id = Empty,
+        gen_ai.tool.call.arguments = Empty,
+        toolrouter.source.id = %source.id,
+        "error.type" = Empty,
+    );
+    if !call_id.is_empty() {
+        span.record("gen_ai.tool.call.id", call_id);
+    }
+    if with_arguments {
+        span.record("gen_ai.tool.call.arguments", arguments_json);
+    }
+    span
+}
+
+/// Error codes toolrouter itself writes into results (`{"error": code, ...}`).
+const ROUTER_ERRORS: [&str; 4] = ["busy", "tool_unavailable", "timeout", "outcome_unknown"];
+
+/// Marks the span failed when the tool result is an error: `error.type` is toolrouter's code
+/// for faults it saw, `tool_error` when the tool itself answered with an error.
+pub fn record_tool_result(span: &tracing::Span, result: &ToolResult) {
+    if !result.is_error {
+        return;
+    }
+    let code = ROUTER_ERRORS.into_iter().find(|c| error_code_is(&result.content_json, c)).unwrap_or("tool_error");
+    span.record("error.type", code);
+    span.record("otel.status_code", "error");
+}
+
 /// Does this result text start with toolrouter's `{"error":"<code>"`? (Result objects keep
 /// key order, so the code is first.)
 pub(crate) fn error_code_is(content_json: &str, code: &str) -> bool {
@@ -330,6 +393,75 @@ mod tests {
             config(&[("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs"), ("OTEL_SERVICE_NAME", "named")]).service_name,
             "named"
         );
+    }
+
+    /// Span fields as recorded (at creation and later).
+    #[derive(Clone, Default)]
+    struct Fields(std::sync::Arc<std::sync::Mutex<std::collections::BTreeMap<String, String>>>);
+
+    struct Visit<'a>(&'a mut std::collections::BTreeMap<String, String>);
+
+    impl tracing::field::Visit for Visit<'_> {
+        fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+            self.0.insert(f.name().to_string(), format!("{v:?}"));
+        }
+        fn record_str(&mut self, f: &tracing::field::Field, v: &str) {
+            self.0.insert(f.name().to_string(), v.to_string());
+        }
+    }
+
+    impl<S: tracing::Subscriber> Layer<S> for Fields {
+        fn on_new_span(&self, attrs: &tracing::span::Attributes<'_>, _: &tracing::span::Id, _: tracing_subscriber::layer::Context<'_, S>) {
+            attrs.record(&mut Visit(&mut self.0.lock().unwrap()));
+        }
+        fn on_record(&self, _: &tracing::span::Id, values: &tracing::span::Record<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+            values.record(&mut Visit(&mut self.0.lock().unwrap()));
+        }
+    }
+
+    fn span_fields(with_arguments: bool) -> std::collections::BTreeMap<String, String> {
+        use crate::catalog::{AgentDefinition, FunctionSource, ToolDeclaration, ToolSource};
+        let def = AgentDefinition {
+            sources: vec![ToolSource {
+                id: "fs".into(),
+                kind: SourceKind::Function(FunctionSource {
+                    endpoint: "http://127.0.0.1:1".into(),
+                    tools: vec![ToolDeclaration { name: "lookup".into(), description: "Looks up.".into(), ..Default::default() }],
+                    timeout: None,
+                    max_concurrency: 0,
+                }),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let catalog = Catalog::compile(&def, &Default::default());
+        let fields = Fields::default();
+        let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(fields.clone()));
+        let span = execute_tool_span(&catalog, 0, "call-1", r#"{"card":"4111"}"#, with_arguments);
+        record_tool_result(&span, &ToolResult::error("timeout", "late"));
+        drop(span);
+        fields.0.lock().unwrap().clone()
+    }
+
+    #[test]
+    fn execute_tool_spans_follow_the_genai_conventions_and_keep_arguments_out() {
+        let f = span_fields(false);
+        assert_eq!(f["otel.name"], "execute_tool lookup");
+        assert_eq!(f["gen_ai.operation.name"], "execute_tool");
+        assert_eq!(f["gen_ai.tool.name"], "lookup");
+        assert_eq!(f["gen_ai.tool.call.id"], "call-1");
+        assert_eq!(f["gen_ai.tool.type"], "function");
+        assert_eq!(f["toolrouter.source.id"], "fs");
+        assert_eq!(f["error.type"], "timeout");
+        assert_eq!(f["otel.status_code"], "error");
+        assert!(!f.contains_key("gen_ai.tool.call.arguments"), "{f:?}");
+        assert!(!f.values().any(|v| v.contains("4111")), "{f:?}");
+    }
+
+    #[test]
+    fn arguments_are_traced_only_when_the_operator_opts_in() {
+        let f = span_fields(true);
+        assert_eq!(f["gen_ai.tool.call.arguments"], r#"{"card":"4111"}"#);
     }
 
     #[test]

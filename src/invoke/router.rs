@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use super::executor::{Execution, Executors};
 use super::validate::check_arguments;
@@ -204,7 +205,7 @@ impl Router {
         // host's retry, which waits for it instead of finding an orphaned claim.
         let this = self.clone();
         let (tenant, agent_id, r, run, call) = (tenant.to_string(), agent_id.to_string(), r.clone(), run.clone(), call.clone());
-        let task = tokio::spawn(async move {
+        let task = telemetry::spawn_in_span(async move {
             let _unlist = Unlist { router: &this, key, rx };
             let store = this.registry.store();
             let outcome = this.route(&tenant, &agent_id, &r, &run, &call).await;
@@ -365,9 +366,18 @@ impl Router {
         }
     }
 
-    /// Executes a validated call on its source, with retries only where safe.
+    /// Executes a validated call in its `execute_tool` span.
     #[allow(clippy::too_many_arguments)]
     async fn execute(&self, tenant: &str, agent_id: &str, catalog: &Catalog, i: u32, args: &str, call_id: &str, run: &RunContext) -> ToolResult {
+        let span = telemetry::execute_tool_span(catalog, i, call_id, args, telemetry::trace_arguments());
+        let result = self.execute_on_source(tenant, agent_id, catalog, i, args, call_id, run).instrument(span.clone()).await;
+        telemetry::record_tool_result(&span, &result);
+        result
+    }
+
+    /// Executes a validated call on its source, with retries only where safe.
+    #[allow(clippy::too_many_arguments)]
+    async fn execute_on_source(&self, tenant: &str, agent_id: &str, catalog: &Catalog, i: u32, args: &str, call_id: &str, run: &RunContext) -> ToolResult {
         let tool = catalog.tool(i);
         let source = &catalog.sources[tool.source];
         let SourceKind::Function(f) = &source.kind else {
@@ -502,7 +512,7 @@ impl Router {
         // cancelled, so a retry finds the stored result instead of a record stuck executing.
         let this = self.clone();
         let (tenant, id) = (tenant.to_string(), id.to_string());
-        let task = tokio::spawn(async move { this.complete_resolution(&tenant, &id, resolution, record, catalog, arguments).await });
+        let task = telemetry::spawn_in_span(async move { this.complete_resolution(&tenant, &id, resolution, record, catalog, arguments).await });
         task.await.map_err(|e| Error::Internal(format!("resolution task failed: {e}")))?
     }
 

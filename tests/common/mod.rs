@@ -155,6 +155,8 @@ pub struct FakeExecutor {
     pub listed: Vec<pb::ToolDeclaration>,
     /// The `grpc-timeout` header of the last call, as received.
     pub last_timeout: Arc<std::sync::Mutex<Option<String>>>,
+    /// The W3C `traceparent` metadata of the last call, as received.
+    pub last_traceparent: Arc<std::sync::Mutex<Option<String>>>,
     /// Calls executing right now, and the most seen at once.
     pub inflight: Arc<AtomicUsize>,
     pub max_inflight: Arc<AtomicUsize>,
@@ -178,6 +180,8 @@ impl ToolExecutor for FakeExecutor {
         let _inflight = InFlight(self.inflight.clone());
         *self.last_timeout.lock().unwrap() =
             req.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).map(str::to_string);
+        *self.last_traceparent.lock().unwrap() =
+            req.metadata().get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_string);
         let r = req.into_inner();
         *self.last.lock().unwrap() = Some(r.clone());
         match &self.behaviour {
@@ -229,6 +233,11 @@ impl ExecutorHandle {
         self.exec.last_timeout.lock().unwrap().as_deref().map(parse_grpc_timeout)
     }
 
+    /// The `traceparent` the last call carried, if any.
+    pub fn last_traceparent(&self) -> Option<String> {
+        self.exec.last_traceparent.lock().unwrap().clone()
+    }
+
     pub fn max_inflight(&self) -> usize {
         self.exec.max_inflight.load(Ordering::SeqCst)
     }
@@ -276,6 +285,7 @@ pub async fn spawn_executor_listing(behaviour: Behaviour, listed: Vec<pb::ToolDe
         last: Default::default(),
         listed,
         last_timeout: Default::default(),
+        last_traceparent: Default::default(),
         inflight: Default::default(),
         max_inflight: Default::default(),
     };

@@ -1,15 +1,20 @@
 //! What the binary does: serve, or run the demo executor.
 
 use crate::config::{Cli, Command, ServerConfig};
+use crate::telemetry::TelemetryConfig;
 
 pub fn run(cli: Cli) -> anyhow::Result<()> {
-    crate::telemetry::init();
     let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     rt.block_on(async move {
-        match cli.command {
+        // Inside the runtime: the OTLP exporter's channel runs on it.
+        let telemetry = crate::telemetry::init(&TelemetryConfig::from_env())?;
+        let result = match cli.command {
             Command::Serve(args) => serve(args.into()).await,
             Command::DemoExecutor { addr } => crate::demo::serve(addr).await,
-        }
+        };
+        // Exports the spans still batched.
+        telemetry.shutdown().await;
+        result
     })
 }
 

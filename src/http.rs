@@ -1,22 +1,43 @@
-//! The HTTP listener: liveness and readiness.
+//! The HTTP listener: liveness, readiness and Prometheus metrics.
+
+use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::State;
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
 use axum::routing::get;
 
+use crate::server::Drain;
 use crate::store::Store;
+use crate::telemetry::metrics::Metrics;
 
-pub fn router(store: Store) -> Router {
+#[derive(Clone)]
+pub struct HttpState {
+    pub store: Store,
+    pub drain: Arc<Drain>,
+    pub metrics: Metrics,
+}
+
+pub fn router(state: HttpState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(ready))
-        .with_state(store)
+        .route("/metrics", get(metrics))
+        .with_state(state)
 }
 
-async fn ready(State(store): State<Store>) -> (StatusCode, &'static str) {
-    match store.ping().await {
+/// Ready while the store answers, and not once shutdown has begun.
+async fn ready(State(s): State<HttpState>) -> (StatusCode, &'static str) {
+    if s.drain.is_draining() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "shutting down");
+    }
+    match s.store.ping().await {
         Ok(()) => (StatusCode::OK, "ready"),
         Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "store unreachable"),
     }
+}
+
+async fn metrics(State(s): State<HttpState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], s.metrics.render())
 }

@@ -2,9 +2,11 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
@@ -16,21 +18,84 @@ use crate::invoke::executor::Executors;
 use crate::pb;
 use crate::registry::Registry;
 use crate::store::Store;
+use crate::telemetry::{self, GrpcLayer, metrics::Metrics};
 
-/// A running server. Dropping it stops it.
+/// A running server. Dropping it stops it at once; [`RunningServer::shutdown`] drains it.
 pub struct RunningServer {
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
     pub router: Arc<Router>,
+    drain: Arc<Drain>,
+    health: tonic_health::server::HealthReporter,
+    grace: Duration,
+    /// Stops the gRPC listener (graceful: connections close once their calls end).
+    grpc_stop: CancellationToken,
+    grpc_task: Option<JoinHandle<()>>,
+    /// Stops everything else: HTTP listener, background tasks.
     cancel: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
+
+/// Admission while the server drains: calls register as in flight; once draining, new
+/// calls are refused and readiness is false.
+#[derive(Default)]
+pub struct Drain {
+    draining: AtomicBool,
+    inflight: AtomicUsize,
+    idle: Notify,
+}
+
+/// One call in flight; dropping it ends the call.
+pub struct InFlight(Arc<Drain>);
+
+impl Drain {
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::SeqCst)
+    }
+
+    /// Registers a call, unless the server is draining.
+    pub fn admit(self: &Arc<Self>) -> Option<InFlight> {
+        // Count first, then check: `wait_idle` (which sets the flag first) cannot miss it.
+        self.inflight.fetch_add(1, Ordering::SeqCst);
+        let call = InFlight(self.clone());
+        (!self.is_draining()).then_some(call)
+    }
+
+    fn start(&self) {
+        self.draining.store(true, Ordering::SeqCst);
+    }
+
+    /// Returns once no call is in flight.
+    async fn wait_idle(&self) {
+        loop {
+            let idle = self.idle.notified();
+            tokio::pin!(idle);
+            idle.as_mut().enable();
+            if self.inflight.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            idle.await;
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if self.0.inflight.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
+/// How often the pending-deferred gauge is refreshed from the store (also after changes).
+const GAUGE_REFRESH: Duration = Duration::from_secs(15);
 
 pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     let store = Store::open(&cfg.store).await.with_context(|| format!("opening store {}", crate::store::redact_url(&cfg.store)))?;
     let executors = Arc::new(Executors::new(cfg.executor.clone()));
     let registry = Arc::new(Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes).with_lister(executors.clone()));
     let router = Arc::new(Router::new(registry.clone(), executors, cfg.router.clone()));
+    let metrics = Metrics::get();
 
     let grpc = tokio::net::TcpListener::bind(cfg.grpc_addr).await.with_context(|| format!("binding gRPC {}", cfg.grpc_addr))?;
     let http = tokio::net::TcpListener::bind(cfg.http_addr).await.with_context(|| format!("binding HTTP {}", cfg.http_addr))?;
@@ -46,38 +111,27 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1()?;
 
+    let drain = Arc::new(Drain::default());
     let cancel = CancellationToken::new();
+    let grpc_stop = CancellationToken::new();
     let mut tasks = Vec::new();
     let grpc_server = tonic::transport::Server::builder()
         .tcp_nodelay(true)
+        .layer(GrpcLayer::new(drain.clone()))
         .add_service(health_service)
         .add_service(reflection)
         .add_service(pb::agent_registry_server::AgentRegistryServer::new(RegistryService { registry: registry.clone() }))
         .add_service(pb::discovery_server::DiscoveryServer::new(DiscoveryService { router: router.clone() }))
         .add_service(pb::router_server::RouterServer::new(RouterService { router: router.clone() }));
-    let stop = cancel.clone();
-    let grace = cfg.grace;
-    let health_on_stop = health.clone();
-    let stop_grace = cancel.clone();
-    tasks.push(tokio::spawn(async move {
-        let shutdown = async move {
-            stop.cancelled().await;
-            health_on_stop.set_service_status("", tonic_health::ServingStatus::NotServing).await;
-        };
-        let serve = grpc_server.serve_with_incoming_shutdown(TcpListenerStream::new(grpc), shutdown);
-        tokio::pin!(serve);
-        // Calls in flight get the grace period; then the server is dropped.
-        let grace_over = async {
-            stop_grace.cancelled().await;
-            tokio::time::sleep(grace).await;
-        };
-        tokio::select! {
-            r = &mut serve => if let Err(e) = r { tracing::error!(error = %e, "gRPC server failed") },
-            _ = grace_over => tracing::warn!("grace period over; dropping calls still in flight"),
+    let stop = grpc_stop.clone();
+    let grpc_task = tokio::spawn(async move {
+        let serve = grpc_server.serve_with_incoming_shutdown(TcpListenerStream::new(grpc), stop.cancelled_owned());
+        if let Err(e) = serve.await {
+            tracing::error!(error = %e, "gRPC server failed");
         }
-    }));
+    });
 
-    let app = crate::http::router(store.clone());
+    let app = crate::http::router(crate::http::HttpState { store: store.clone(), drain: drain.clone(), metrics: metrics.clone() });
     let stop = cancel.clone();
     tasks.push(tokio::spawn(async move {
         let serve = axum::serve(http, app).with_graceful_shutdown(async move { stop.cancelled().await });
@@ -102,12 +156,50 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
         }
     }));
 
-    Ok(RunningServer { grpc_addr, http_addr, router, cancel, tasks })
+    let stop = cancel.clone();
+    tasks.push(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(GAUGE_REFRESH);
+        let mut changed = telemetry::metrics::watch_deferred();
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tick.tick() => {}
+                r = changed.changed() => if r.is_err() { break },
+            }
+            match store.count_pending().await {
+                Ok(n) => telemetry::metrics::set_deferred_pending(n),
+                Err(e) => tracing::warn!(error = %e, "counting pending deferred records failed"),
+            }
+            metrics.upkeep();
+        }
+    }));
+
+    Ok(RunningServer { grpc_addr, http_addr, router, drain, health, grace: cfg.grace, grpc_stop, grpc_task: Some(grpc_task), cancel, tasks })
 }
 
 impl RunningServer {
-    /// Stops accepting, lets calls in flight finish, and waits for the listeners to close.
+    /// Drains and stops: health NOT_SERVING and readiness false first, then new calls are
+    /// refused (UNAVAILABLE) while calls in flight finish within the grace period; then the
+    /// listeners close. Deferred records are already in the store: nothing pending is lost.
     pub async fn shutdown(mut self) {
+        let started = tokio::time::Instant::now();
+        self.health.set_service_status("", tonic_health::ServingStatus::NotServing).await;
+        self.health.set_not_serving::<pb::agent_registry_server::AgentRegistryServer<RegistryService>>().await;
+        self.health.set_not_serving::<pb::discovery_server::DiscoveryServer<DiscoveryService>>().await;
+        self.health.set_not_serving::<pb::router_server::RouterServer<RouterService>>().await;
+        self.drain.start();
+        if tokio::time::timeout(self.grace, self.drain.wait_idle()).await.is_err() {
+            tracing::warn!("grace period over; dropping calls still in flight");
+        }
+        self.grpc_stop.cancel();
+        if let Some(mut grpc) = self.grpc_task.take() {
+            // Closing connections waits for their streams; long-lived ones (health watches)
+            // get what is left of the grace period, at least a second.
+            let rest = self.grace.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
+            if tokio::time::timeout(rest, &mut grpc).await.is_err() {
+                grpc.abort();
+            }
+        }
         self.cancel.cancel();
         for t in self.tasks.drain(..) {
             let _ = t.await;
@@ -117,6 +209,10 @@ impl RunningServer {
 
 impl Drop for RunningServer {
     fn drop(&mut self) {
+        self.grpc_stop.cancel();
+        if let Some(t) = &self.grpc_task {
+            t.abort();
+        }
         self.cancel.cancel();
     }
 }

@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::value::RawValue;
 
 use crate::catalog::{Catalog, PreparedTool, Ranking};
+use crate::telemetry::Search;
 
 /// Longest query accepted, in bytes.
 pub const MAX_QUERY_BYTES: usize = 1_024;
@@ -235,8 +236,17 @@ fn rank(catalog: &Catalog, query: &str, group: Option<&str>, k: usize) -> (Vec<u
     (docs.into_iter().map(|d| catalog.grouped[d as usize]).collect(), total, single_exact)
 }
 
-/// `discover_tools` (SPEC §5).
+/// `discover_tools` (SPEC §5), in a search span.
 pub fn discover(catalog: &Catalog, req: &DiscoverRequest) -> Result<ToolPage, DiscoveryError> {
+    let search = Search::start("discover_tools", &req.query);
+    let page = discover_page(catalog, req);
+    if let Ok(p) = &page {
+        search.found(p.total, p.tools.len());
+    }
+    page
+}
+
+fn discover_page(catalog: &Catalog, req: &DiscoverRequest) -> Result<ToolPage, DiscoveryError> {
     if req.query.len() > MAX_QUERY_BYTES {
         return Err(DiscoveryError::BadArgument(format!(
             "The query is {} bytes; use at most {MAX_QUERY_BYTES} bytes of short keywords.",
@@ -400,8 +410,17 @@ pub fn list_groups(catalog: &Catalog, limit: Option<u32>, offset: u32) -> Result
 }
 
 /// Flat profile `tool_search(query, limit)`: full entries of the best matches, within the
-/// budget, ranked by the natural-language ranker (exact names first).
+/// budget, ranked by the natural-language ranker (exact names first). In a search span.
 pub fn tool_search(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result<ToolPage, DiscoveryError> {
+    let search = Search::start("tool_search", query);
+    let page = tool_search_page(catalog, query, limit);
+    if let Ok(p) = &page {
+        search.found(p.total, p.tools.len());
+    }
+    page
+}
+
+fn tool_search_page(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result<ToolPage, DiscoveryError> {
     if query.len() > MAX_QUERY_BYTES {
         return Err(DiscoveryError::BadArgument(format!(
             "The query is {} bytes; use at most {MAX_QUERY_BYTES} bytes.",

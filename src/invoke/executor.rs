@@ -125,6 +125,7 @@ impl Executors {
             run: Some(crate::api::convert::pb_run_context(run)),
         });
         req.set_timeout(deadline);
+        crate::telemetry::inject_context(req.metadata_mut());
         let mut client = ToolExecutorClient::new(channel);
         let call = client.execute(req);
         // The client-side timer backs up the grpc-timeout header the executor sees.

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use tokio::sync::watch;
+use tracing::Instrument;
 
 use super::executor::{Execution, Executors};
 use super::validate::check_arguments;
@@ -17,6 +18,7 @@ use crate::control::{self, CallRef, ControlCall, ModelTool};
 use crate::error::{Error, Result};
 use crate::registry::{Registry, decode_token, encode_token, page_size_or_default};
 use crate::store::{Claim, DeferredRow, Transition};
+use crate::telemetry;
 
 #[derive(Debug, Clone)]
 pub struct RouterConfig {
@@ -136,13 +138,13 @@ impl Router {
     /// `HandleToolCall`.
     pub async fn handle(self: &Arc<Self>, tenant: &str, agent_id: &str, version: u32, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
         let r = self.resolve(tenant, agent_id, version, run).await?;
-        self.handle_resolved(tenant, agent_id, &r, run, call).await
+        telemetry::metrics::tool_call(self.handle_resolved(tenant, agent_id, &r, run, call)).await
     }
 
     /// `HandleToolCalls`: concurrently, outcomes in request order.
     pub async fn handle_many(self: &Arc<Self>, tenant: &str, agent_id: &str, version: u32, run: &RunContext, calls: &[ToolCall]) -> Result<Vec<Outcome>> {
         let r = self.resolve(tenant, agent_id, version, run).await?;
-        let futures = calls.iter().map(|c| self.handle_resolved(tenant, agent_id, &r, run, c));
+        let futures = calls.iter().map(|c| telemetry::metrics::tool_call(self.handle_resolved(tenant, agent_id, &r, run, c)));
         futures::future::join_all(futures).await.into_iter().collect()
     }
 
@@ -203,7 +205,7 @@ impl Router {
         // host's retry, which waits for it instead of finding an orphaned claim.
         let this = self.clone();
         let (tenant, agent_id, r, run, call) = (tenant.to_string(), agent_id.to_string(), r.clone(), run.clone(), call.clone());
-        let task = tokio::spawn(async move {
+        let task = telemetry::spawn_in_span(async move {
             let _unlist = Unlist { router: &this, key, rx };
             let store = this.registry.store();
             let outcome = this.route(&tenant, &agent_id, &r, &run, &call).await;
@@ -335,6 +337,7 @@ impl Router {
                 resolve_time: None,
             };
             self.registry.store().insert_deferred(tenant, &row).await?;
+            telemetry::metrics::deferred_changed();
             return Ok(Outcome::Deferred(deferred));
         }
         let result = self.execute(tenant, agent_id, catalog, i, &target.arguments_json, &call.tool_call_id, run).await;
@@ -363,9 +366,18 @@ impl Router {
         }
     }
 
-    /// Executes a validated call on its source, with retries only where safe.
+    /// Executes a validated call in its `execute_tool` span.
     #[allow(clippy::too_many_arguments)]
     async fn execute(&self, tenant: &str, agent_id: &str, catalog: &Catalog, i: u32, args: &str, call_id: &str, run: &RunContext) -> ToolResult {
+        let span = telemetry::execute_tool_span(catalog, i, call_id, args, telemetry::trace_arguments());
+        let result = self.execute_on_source(tenant, agent_id, catalog, i, args, call_id, run).instrument(span.clone()).await;
+        telemetry::record_tool_result(&span, &result);
+        result
+    }
+
+    /// Executes a validated call on its source, with retries only where safe.
+    #[allow(clippy::too_many_arguments)]
+    async fn execute_on_source(&self, tenant: &str, agent_id: &str, catalog: &Catalog, i: u32, args: &str, call_id: &str, run: &RunContext) -> ToolResult {
         let tool = catalog.tool(i);
         let source = &catalog.sources[tool.source];
         let SourceKind::Function(f) = &source.kind else {
@@ -378,10 +390,12 @@ impl Router {
         let retries = if tool.idempotent { self.executors.config().max_retries } else { 0 };
         let mut attempt = 0;
         loop {
+            let started = std::time::Instant::now();
             let outcome = self
                 .executors
                 .execute(&f.endpoint, &limit_key, f.max_concurrency, &tool.local, args, call_id, run, tool.timeout)
                 .await;
+            telemetry::metrics::executor_call(&source.id, &outcome, started.elapsed());
             match outcome {
                 Execution::Done { content_json, is_error } => {
                     let content_json = if serde_json::from_str::<serde::de::IgnoredAny>(&content_json).is_ok() {
@@ -498,7 +512,7 @@ impl Router {
         // cancelled, so a retry finds the stored result instead of a record stuck executing.
         let this = self.clone();
         let (tenant, id) = (tenant.to_string(), id.to_string());
-        let task = tokio::spawn(async move { this.complete_resolution(&tenant, &id, resolution, record, catalog, arguments).await });
+        let task = telemetry::spawn_in_span(async move { this.complete_resolution(&tenant, &id, resolution, record, catalog, arguments).await });
         task.await.map_err(|e| Error::Internal(format!("resolution task failed: {e}")))?
     }
 
@@ -533,6 +547,7 @@ impl Router {
         };
         let text = serde_json::to_string(&result).map_err(|e| Error::Internal(e.to_string()))?;
         self.registry.store().complete_deferred(tenant, id, &text, self.now()).await?;
+        telemetry::metrics::deferred_changed();
         Ok(result)
     }
 

@@ -12,6 +12,8 @@
 mod postgres;
 mod sqlite;
 
+use crate::telemetry::metrics::store_timer;
+
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     #[error("unsupported store URL {0:?}: use sqlite://FILE (or sqlite::memory:) or postgres://USER:PASSWORD@HOST:PORT/DB")]
@@ -119,6 +121,7 @@ impl Store {
 
     /// Is the store reachable?
     pub async fn ping(&self) -> Result<(), StoreError> {
+        let _timer = store_timer("ping");
         dispatch!(self.ping())
     }
 
@@ -135,36 +138,43 @@ impl Store {
         make_default: bool,
         now: i64,
     ) -> Result<(VersionRecord, bool), StoreError> {
+        let _timer = store_timer("create_version");
         dispatch!(self.create_version(tenant, agent_id, definition, make_default, now))
     }
 
     /// The version asked for (`None` = the default one).
     pub async fn get_version(&self, tenant: &str, agent_id: &str, version: Option<u32>) -> Result<Option<VersionRecord>, StoreError> {
+        let _timer = store_timer("get_version");
         dispatch!(self.get_version(tenant, agent_id, version))
     }
 
     /// The default version number of an agent, if the agent exists.
     pub async fn default_version(&self, tenant: &str, agent_id: &str) -> Result<Option<u32>, StoreError> {
+        let _timer = store_timer("default_version");
         dispatch!(self.default_version(tenant, agent_id))
     }
 
     /// Agents with an id after `after` (byte order), ascending.
     pub async fn list_agents(&self, tenant: &str, after: &str, limit: u32) -> Result<Vec<AgentRecord>, StoreError> {
+        let _timer = store_timer("list_agents");
         dispatch!(self.list_agents(tenant, after, limit))
     }
 
     /// Versions after `after`, ascending; `None` if the agent does not exist.
     pub async fn list_versions(&self, tenant: &str, agent_id: &str, after: u32, limit: u32) -> Result<Option<Vec<VersionRecord>>, StoreError> {
+        let _timer = store_timer("list_versions");
         dispatch!(self.list_versions(tenant, agent_id, after, limit))
     }
 
     /// Moves the default pointer; `None` if the agent or version does not exist.
     pub async fn set_default(&self, tenant: &str, agent_id: &str, version: u32, now: i64) -> Result<Option<VersionRecord>, StoreError> {
+        let _timer = store_timer("set_default");
         dispatch!(self.set_default(tenant, agent_id, version, now))
     }
 
     /// Deletes an agent, its versions and runs; false if it did not exist.
     pub async fn delete_agent(&self, tenant: &str, agent_id: &str) -> Result<bool, StoreError> {
+        let _timer = store_timer("delete_agent");
         dispatch!(self.delete_agent(tenant, agent_id))
     }
 
@@ -173,20 +183,24 @@ impl Store {
     /// The version a run is pinned to, pinning `version` if the run is new or expired
     /// (idle since before `expired_before`).
     pub async fn pin_run(&self, tenant: &str, agent_id: &str, run_id: &str, version: u32, now: i64, expired_before: i64) -> Result<u32, StoreError> {
+        let _timer = store_timer("pin_run");
         dispatch!(self.pin_run(tenant, agent_id, run_id, version, now, expired_before))
     }
 
     /// The version a live run is pinned to.
     pub async fn run_version(&self, tenant: &str, agent_id: &str, run_id: &str, expired_before: i64) -> Result<Option<u32>, StoreError> {
+        let _timer = store_timer("run_version");
         dispatch!(self.run_version(tenant, agent_id, run_id, expired_before))
     }
 
     pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
+        let _timer = store_timer("end_run");
         dispatch!(self.end_run(tenant, agent_id, run_id))
     }
 
     /// Forgets runs idle since before `expired_before`; returns how many.
     pub async fn expire_runs(&self, expired_before: i64) -> Result<u64, StoreError> {
+        let _timer = store_timer("expire_runs");
         dispatch!(self.expire_runs(expired_before))
     }
 
@@ -194,40 +208,48 @@ impl Store {
 
     /// Claims (agent, run, tool_call_id) for execution, or reports who has it.
     pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
+        let _timer = store_timer("claim_call");
         dispatch!(self.claim_call(tenant, agent_id, run_id, call_id, now))
     }
 
     pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
+        let _timer = store_timer("call_state");
         dispatch!(self.call_state(tenant, agent_id, run_id, call_id))
     }
 
     /// Stores the outcome of a claimed call (only once).
     pub async fn finish_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, outcome: &str, now: i64) -> Result<(), StoreError> {
+        let _timer = store_timer("finish_call");
         dispatch!(self.finish_call(tenant, agent_id, run_id, call_id, outcome, now))
     }
 
     /// Drops an unfinished claim, so the call can run again.
     pub async fn release_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<(), StoreError> {
+        let _timer = store_timer("release_call");
         dispatch!(self.release_call(tenant, agent_id, run_id, call_id))
     }
 
     // ----- deferred records -----
 
     pub async fn insert_deferred(&self, tenant: &str, row: &DeferredRow) -> Result<(), StoreError> {
+        let _timer = store_timer("insert_deferred");
         dispatch!(self.insert_deferred(tenant, row))
     }
 
     pub async fn get_deferred(&self, tenant: &str, id: &str) -> Result<Option<DeferredRow>, StoreError> {
+        let _timer = store_timer("get_deferred");
         dispatch!(self.get_deferred(tenant, id))
     }
 
     /// Moves a pending record to `state` with `resolution`, only if it is still pending.
     pub async fn transition_deferred(&self, tenant: &str, id: &str, state: &str, resolution: &str, now: i64) -> Result<Transition, StoreError> {
+        let _timer = store_timer("transition_deferred");
         dispatch!(self.transition_deferred(tenant, id, state, resolution, now))
     }
 
     /// Records the result of a resolution and marks the record resolved.
     pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<(), StoreError> {
+        let _timer = store_timer("complete_deferred");
         dispatch!(self.complete_deferred(tenant, id, result, now))
     }
 
@@ -242,11 +264,13 @@ impl Store {
         after: (i64, &str),
         limit: u32,
     ) -> Result<Vec<DeferredRow>, StoreError> {
+        let _timer = store_timer("list_deferred");
         dispatch!(self.list_deferred(tenant, agent_id, run_id, state, after, limit))
     }
 
     /// Number of pending deferred records (all tenants), for metrics.
     pub async fn count_pending(&self) -> Result<u64, StoreError> {
+        let _timer = store_timer("count_pending");
         dispatch!(self.count_pending())
     }
 
@@ -254,11 +278,13 @@ impl Store {
 
     /// Adds one successful call to a decayed count (`half_life_ms`).
     pub async fn record_use(&self, tenant: &str, agent_id: &str, user: &str, tool: &str, now: i64, half_life_ms: i64) -> Result<(), StoreError> {
+        let _timer = store_timer("record_use");
         dispatch!(self.record_use(tenant, agent_id, user, tool, now, half_life_ms))
     }
 
     /// Decayed counts of a user's tools at `now`, highest first.
     pub async fn usage(&self, tenant: &str, agent_id: &str, user: &str, now: i64, half_life_ms: i64) -> Result<Vec<(String, f64)>, StoreError> {
+        let _timer = store_timer("usage");
         dispatch!(self.usage(tenant, agent_id, user, now, half_life_ms))
     }
 }

@@ -157,6 +157,8 @@ pub struct FakeExecutor {
     pub listed: Vec<pb::ToolDeclaration>,
     /// The `grpc-timeout` header of the last call, as received.
     pub last_timeout: Arc<std::sync::Mutex<Option<String>>>,
+    /// The W3C `traceparent` metadata of the last call, as received.
+    pub last_traceparent: Arc<std::sync::Mutex<Option<String>>>,
     /// Calls executing right now, and the most seen at once.
     pub inflight: Arc<AtomicUsize>,
     pub max_inflight: Arc<AtomicUsize>,
@@ -180,6 +182,8 @@ impl ToolExecutor for FakeExecutor {
         let _inflight = InFlight(self.inflight.clone());
         *self.last_timeout.lock().unwrap() =
             req.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).map(str::to_string);
+        *self.last_traceparent.lock().unwrap() =
+            req.metadata().get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_string);
         let r = req.into_inner();
         *self.last.lock().unwrap() = Some(r.clone());
         match &self.behaviour {
@@ -231,6 +235,11 @@ impl ExecutorHandle {
         self.exec.last_timeout.lock().unwrap().as_deref().map(parse_grpc_timeout)
     }
 
+    /// The `traceparent` the last call carried, if any.
+    pub fn last_traceparent(&self) -> Option<String> {
+        self.exec.last_traceparent.lock().unwrap().clone()
+    }
+
     pub fn max_inflight(&self) -> usize {
         self.exec.max_inflight.load(Ordering::SeqCst)
     }
@@ -278,6 +287,7 @@ pub async fn spawn_executor_listing(behaviour: Behaviour, listed: Vec<pb::ToolDe
         last: Default::default(),
         listed,
         last_timeout: Default::default(),
+        last_traceparent: Default::default(),
         inflight: Default::default(),
         max_inflight: Default::default(),
     };
@@ -420,4 +430,23 @@ pub fn content(outcome: &pb::handle_tool_call_response::Outcome) -> serde_json::
         pb::handle_tool_call_response::Outcome::Result(r) => serde_json::from_str(&r.content_json).expect("JSON"),
         other => panic!("expected a result, got {other:?}"),
     }
+}
+
+/// A plain HTTP/1.1 GET on the server's HTTP listener: (status, body).
+pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let path = path.to_string();
+    tokio::task::spawn_blocking(move || {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(addr).expect("connect to the HTTP listener");
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        write!(s, "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").unwrap();
+        let mut buf = Vec::new();
+        s.read_to_end(&mut buf).expect("read the HTTP response");
+        let text = String::from_utf8_lossy(&buf).into_owned();
+        let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).expect("an HTTP status line");
+        let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+        (status, body)
+    })
+    .await
+    .expect("HTTP GET task")
 }

@@ -1,0 +1,163 @@
+//! Prometheus metrics, served as text on the HTTP listener's `/metrics`.
+//!
+//! One recorder for the process, installed on first use. The names are fixed (a dashboard
+//! uses them):
+//! - `toolrouter_grpc_requests_total{method,code}`, `toolrouter_grpc_request_duration_seconds{method}`
+//! - `toolrouter_tool_calls_total{outcome}`, `toolrouter_tool_call_duration_seconds{outcome}`
+//!   (outcome = result | error | deferred | uncertain)
+//! - `toolrouter_executor_duration_seconds{source}`
+//! - `toolrouter_search_duration_seconds`, `toolrouter_search_zero_results_total`
+//! - `toolrouter_deferred_pending`
+//! - `toolrouter_store_duration_seconds{op}`
+
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use metrics::{counter, gauge, histogram};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use tokio::sync::watch;
+
+use crate::invoke::Outcome;
+use crate::invoke::executor::Execution;
+
+pub const GRPC_REQUESTS: &str = "toolrouter_grpc_requests_total";
+pub const GRPC_DURATION: &str = "toolrouter_grpc_request_duration_seconds";
+pub const TOOL_CALLS: &str = "toolrouter_tool_calls_total";
+pub const TOOL_CALL_DURATION: &str = "toolrouter_tool_call_duration_seconds";
+pub const EXECUTOR_DURATION: &str = "toolrouter_executor_duration_seconds";
+pub const SEARCH_DURATION: &str = "toolrouter_search_duration_seconds";
+pub const SEARCH_ZERO_RESULTS: &str = "toolrouter_search_zero_results_total";
+pub const DEFERRED_PENDING: &str = "toolrouter_deferred_pending";
+pub const STORE_DURATION: &str = "toolrouter_store_duration_seconds";
+
+/// Histogram buckets (seconds): from sub-millisecond searches to slow executors.
+const BUCKETS: [f64; 16] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+/// The process's Prometheus recorder (installed on first call).
+#[derive(Clone)]
+pub struct Metrics(PrometheusHandle);
+
+impl Metrics {
+    pub fn get() -> Metrics {
+        static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
+        Metrics(HANDLE.get_or_init(install).clone())
+    }
+
+    /// The Prometheus text exposition.
+    pub fn render(&self) -> String {
+        self.0.render()
+    }
+
+    /// Drains histogram samples into their buckets; run periodically.
+    pub fn upkeep(&self) {
+        self.0.run_upkeep();
+    }
+}
+
+fn install() -> PrometheusHandle {
+    let recorder = PrometheusBuilder::new().set_buckets(&BUCKETS).expect("buckets are not empty").build_recorder();
+    let handle = recorder.handle();
+    if metrics::set_global_recorder(recorder).is_err() {
+        tracing::warn!("another metrics recorder is installed; /metrics will stay empty");
+    }
+    describe();
+    handle
+}
+
+fn describe() {
+    use metrics::{Unit, describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(GRPC_REQUESTS, "gRPC requests handled, by method and status code");
+    describe_histogram!(GRPC_DURATION, Unit::Seconds, "gRPC request duration, by method");
+    describe_counter!(TOOL_CALLS, "Model tool calls handled, by outcome (result, error, deferred, uncertain)");
+    describe_histogram!(TOOL_CALL_DURATION, Unit::Seconds, "Tool call handling duration, by outcome");
+    describe_histogram!(EXECUTOR_DURATION, Unit::Seconds, "Executor call duration, by source id");
+    describe_histogram!(SEARCH_DURATION, Unit::Seconds, "Tool search duration");
+    describe_counter!(SEARCH_ZERO_RESULTS, "Tool searches that found nothing");
+    describe_gauge!(DEFERRED_PENDING, "Deferred records awaiting resolution");
+    describe_histogram!(STORE_DURATION, Unit::Seconds, "Store operation duration, by operation");
+}
+
+pub fn grpc_request(method: &str, code: &'static str, elapsed: Duration) {
+    counter!(GRPC_REQUESTS, "method" => method.to_string(), "code" => code).increment(1);
+    histogram!(GRPC_DURATION, "method" => method.to_string()).record(elapsed);
+}
+
+/// The `outcome` label of a tool call: `uncertain` for "outcome_unknown" results.
+pub fn outcome_label(o: &Outcome) -> &'static str {
+    match o {
+        Outcome::Deferred(_) => "deferred",
+        Outcome::Result(r) if !r.is_error => "result",
+        Outcome::Result(r) if super::error_code_is(&r.content_json, "outcome_unknown") => "uncertain",
+        Outcome::Result(_) => "error",
+    }
+}
+
+/// Times a model tool call and counts its outcome (protocol errors are not outcomes).
+pub async fn tool_call<E>(call: impl Future<Output = Result<Outcome, E>>) -> Result<Outcome, E> {
+    let started = Instant::now();
+    let r = call.await;
+    if let Ok(o) = &r {
+        let outcome = outcome_label(o);
+        counter!(TOOL_CALLS, "outcome" => outcome).increment(1);
+        histogram!(TOOL_CALL_DURATION, "outcome" => outcome).record(started.elapsed());
+    }
+    r
+}
+
+/// Times one `Execute` call that reached the executor (not busy waits, not failed connects).
+pub fn executor_call(source: &str, outcome: &Execution, elapsed: Duration) {
+    if !matches!(outcome, Execution::Busy | Execution::NotSent(_)) {
+        histogram!(EXECUTOR_DURATION, "source" => source.to_string()).record(elapsed);
+    }
+}
+
+pub fn search_duration(elapsed: Duration) {
+    histogram!(SEARCH_DURATION).record(elapsed);
+}
+
+pub fn search_zero_results() {
+    counter!(SEARCH_ZERO_RESULTS).increment(1);
+}
+
+pub fn set_deferred_pending(n: u64) {
+    gauge!(DEFERRED_PENDING).set(n as f64);
+}
+
+fn deferred_changes() -> &'static watch::Sender<u64> {
+    static CHANGES: OnceLock<watch::Sender<u64>> = OnceLock::new();
+    CHANGES.get_or_init(|| watch::Sender::new(0))
+}
+
+/// A deferred record was created or resolved: the pending gauge is refreshed soon.
+pub fn deferred_changed() {
+    deferred_changes().send_modify(|n| *n = n.wrapping_add(1));
+}
+
+/// Wakes when [`deferred_changed`] is called.
+pub fn watch_deferred() -> watch::Receiver<u64> {
+    deferred_changes().subscribe()
+}
+
+/// Records the duration of a store operation when dropped: `let _t = store_timer("op");` as
+/// the first line of a `Store` method times all of it, early returns and errors included.
+#[must_use = "the timer records when dropped"]
+pub struct StoreTimer {
+    op: &'static str,
+    started: Instant,
+}
+
+pub fn store_timer(op: &'static str) -> StoreTimer {
+    StoreTimer { op, started: Instant::now() }
+}
+
+impl Drop for StoreTimer {
+    fn drop(&mut self) {
+        histogram!(STORE_DURATION, "op" => self.op).record(self.started.elapsed());
+    }
+}
+
+/// The same, around a future: `timed("op", fut).await`.
+pub async fn timed<T>(op: &'static str, fut: impl Future<Output = T>) -> T {
+    let _t = store_timer(op);
+    fut.await
+}

@@ -1,0 +1,246 @@
+//! The tower layer on the gRPC server: one span and one set of metrics per RPC, the caller's
+//! W3C trace context as the span's parent, and admission while the server drains (new calls
+//! are refused with UNAVAILABLE; health checks still answer, with NOT_SERVING).
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use http_body::{Body, Frame, SizeHint};
+use tonic::Code;
+use tracing::Instrument;
+use tracing::field::Empty;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use crate::server::Drain;
+
+const HEALTH: &str = "grpc.health.v1.Health";
+
+#[derive(Clone)]
+pub struct GrpcLayer {
+    drain: Arc<Drain>,
+}
+
+impl GrpcLayer {
+    pub fn new(drain: Arc<Drain>) -> Self {
+        Self { drain }
+    }
+}
+
+impl<S> tower::Layer<S> for GrpcLayer {
+    type Service = GrpcService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        GrpcService { inner, drain: self.drain.clone() }
+    }
+}
+
+#[derive(Clone)]
+pub struct GrpcService<S> {
+    inner: S,
+    drain: Arc<Drain>,
+}
+
+/// `/pkg.Service/Method` → (`pkg.Service`, `Method`); unknown services are one label, so
+/// arbitrary paths cannot grow the metric series.
+fn rpc_name(path: &str) -> (String, String) {
+    let known = ["toolrouter.v1.", "grpc.health.v1.", "grpc.reflection.v1."];
+    match path.trim_start_matches('/').split_once('/') {
+        Some((service, method)) if known.iter().any(|k| service.starts_with(k)) && !method.contains('/') => {
+            (service.to_string(), method.to_string())
+        }
+        _ => ("unknown".to_string(), "unknown".to_string()),
+    }
+}
+
+impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for GrpcService<S>
+where
+    S: tower::Service<http::Request<ReqBody>, Response = http::Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    ReqBody: Send + 'static,
+    ResBody: Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<tonic::codegen::StdError>,
+{
+    type Response = http::Response<ObservedBody>;
+    type Error = S::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: http::Request<ReqBody>) -> Self::Future {
+        let started = Instant::now();
+        let (service, method) = rpc_name(req.uri().path());
+        let name = format!("{service}/{method}");
+        let health = service == HEALTH;
+        // Health checks are neither traced nor held up by the drain: probes are not calls.
+        let span = if health {
+            tracing::Span::none()
+        } else {
+            let span = tracing::info_span!(
+                "grpc",
+                otel.name = %name,
+                otel.kind = "server",
+                otel.status_code = Empty,
+                rpc.system = "grpc",
+                rpc.service = %service,
+                rpc.method = %method,
+                rpc.grpc.status_code = Empty,
+            );
+            let _ = span.set_parent(super::extract_context(req.headers()));
+            span
+        };
+        let admitted = if health { None } else { self.drain.admit() };
+        let finish = Finish { span, method: name, started, _call: admitted };
+        if !health && finish._call.is_none() {
+            let resp = tonic::Status::unavailable("the server is shutting down; retry on another replica").into_http::<tonic::body::Body>();
+            return Box::pin(futures::future::ready(Ok(observe(resp, finish))));
+        }
+        // Take the service that was driven to readiness, leave a clone in its place.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let fut = finish.span.in_scope(|| inner.call(req));
+        Box::pin(async move {
+            let resp = fut.instrument(finish.span.clone()).await?;
+            Ok(observe(resp, finish))
+        })
+    }
+}
+
+fn observe<B>(resp: http::Response<B>, finish: Finish) -> http::Response<ObservedBody>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError>,
+{
+    let header_code = grpc_status(resp.headers());
+    resp.map(|b| ObservedBody { inner: tonic::body::Body::new(b), header_code, finish: Some(finish) })
+}
+
+fn grpc_status(headers: &http::HeaderMap) -> Option<Code> {
+    headers.get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i32>().ok()).map(Code::from_i32)
+}
+
+/// What is recorded once the RPC's status is known.
+struct Finish {
+    span: tracing::Span,
+    method: String,
+    started: Instant,
+    /// Counts the call as in flight for the drain until the response ends.
+    _call: Option<crate::server::InFlight>,
+}
+
+impl Finish {
+    fn done(self, code: Code) {
+        super::metrics::grpc_request(&self.method, code_name(code), self.started.elapsed());
+        if !self.span.is_disabled() {
+            self.span.record("rpc.grpc.status_code", code as i64);
+            if server_error(code) {
+                self.span.record("otel.status_code", "error");
+            }
+        }
+    }
+}
+
+/// The status codes the semantic conventions count as server errors.
+fn server_error(code: Code) -> bool {
+    matches!(code, Code::Unknown | Code::DeadlineExceeded | Code::Unimplemented | Code::Internal | Code::Unavailable | Code::DataLoss)
+}
+
+/// The canonical upper-case name (`OK`, `INVALID_ARGUMENT`, ...).
+pub fn code_name(code: Code) -> &'static str {
+    match code {
+        Code::Ok => "OK",
+        Code::Cancelled => "CANCELLED",
+        Code::Unknown => "UNKNOWN",
+        Code::InvalidArgument => "INVALID_ARGUMENT",
+        Code::DeadlineExceeded => "DEADLINE_EXCEEDED",
+        Code::NotFound => "NOT_FOUND",
+        Code::AlreadyExists => "ALREADY_EXISTS",
+        Code::PermissionDenied => "PERMISSION_DENIED",
+        Code::ResourceExhausted => "RESOURCE_EXHAUSTED",
+        Code::FailedPrecondition => "FAILED_PRECONDITION",
+        Code::Aborted => "ABORTED",
+        Code::OutOfRange => "OUT_OF_RANGE",
+        Code::Unimplemented => "UNIMPLEMENTED",
+        Code::Internal => "INTERNAL",
+        Code::Unavailable => "UNAVAILABLE",
+        Code::DataLoss => "DATA_LOSS",
+        Code::Unauthenticated => "UNAUTHENTICATED",
+    }
+}
+
+/// The response body, watched for the `grpc-status` trailer; the RPC is recorded when the
+/// body ends (or is dropped: a call the client abandoned is CANCELLED).
+pub struct ObservedBody {
+    inner: tonic::body::Body,
+    header_code: Option<Code>,
+    finish: Option<Finish>,
+}
+
+impl ObservedBody {
+    fn finish(&mut self, code: Code) {
+        if let Some(f) = self.finish.take() {
+            f.done(code);
+        }
+    }
+}
+
+impl Body for ObservedBody {
+    type Data = Bytes;
+    type Error = tonic::Status;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, tonic::Status>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        match &polled {
+            Poll::Ready(Some(Ok(frame))) => {
+                if let Some(code) = frame.trailers_ref().and_then(grpc_status) {
+                    self.finish(code);
+                }
+            }
+            Poll::Ready(Some(Err(status))) => {
+                let code = status.code();
+                self.finish(code);
+            }
+            Poll::Ready(None) => {
+                let code = self.header_code.unwrap_or(Code::Unknown);
+                self.finish(code);
+            }
+            Poll::Pending => {}
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+impl Drop for ObservedBody {
+    fn drop(&mut self) {
+        // Trailers-only responses may be dropped unpolled: the header status is the answer.
+        let code = self.header_code.unwrap_or(Code::Cancelled);
+        self.finish(code);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rpc_names_are_split_and_unknown_paths_collapse() {
+        assert_eq!(rpc_name("/toolrouter.v1.Router/HandleToolCall"), ("toolrouter.v1.Router".into(), "HandleToolCall".into()));
+        assert_eq!(rpc_name("/grpc.health.v1.Health/Check"), ("grpc.health.v1.Health".into(), "Check".into()));
+        assert_eq!(rpc_name("/evil.Service/x"), ("unknown".into(), "unknown".into()));
+        assert_eq!(rpc_name("/toolrouter.v1.Router/a/b"), ("unknown".into(), "unknown".into()));
+    }
+}

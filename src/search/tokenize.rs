@@ -44,7 +44,7 @@ pub(crate) fn for_each_token(text: &str, mut emit: impl FnMut(&str)) {
     let mut word = String::new();
     if text.is_ascii() {
         // The common case, on bytes: ASCII case and digit classes equal the Unicode ones.
-        for run in alphanumeric_runs(text) {
+        for run in ascii_alphanumeric_runs(text) {
             for_each_piece(run.as_bytes(), |piece| {
                 word.clear();
                 word.push_str(&run[piece]);
@@ -93,7 +93,7 @@ pub(crate) fn for_each_term(text: &str, mut emit: impl FnMut(&str, Uses)) {
     }
     let mut lowered = String::new();
     let mut pieces: Vec<Range<usize>> = Vec::new();
-    for run in alphanumeric_runs(text) {
+    for run in ascii_alphanumeric_runs(text) {
         lowered.clear();
         lowered.push_str(run);
         lowered.make_ascii_lowercase();
@@ -121,6 +121,20 @@ pub(crate) fn for_each_term(text: &str, mut emit: impl FnMut(&str, Uses)) {
 pub(crate) fn alphanumeric_runs(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !c.is_alphanumeric())
         .filter(|run| !run.is_empty())
+}
+
+/// [`alphanumeric_runs`] of ASCII text, scanning bytes rather than decoding chars.
+fn ascii_alphanumeric_runs(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let start = at + bytes[at..].iter().position(u8::is_ascii_alphanumeric)?;
+        let len = bytes[start..]
+            .iter()
+            .position(|b| !b.is_ascii_alphanumeric());
+        at = len.map_or(bytes.len(), |len| start + len);
+        Some(&text[start..at])
+    })
 }
 
 /// The case and digit classes camelCase splitting looks at.
@@ -271,7 +285,32 @@ mod tests {
             let mut general = tokens(&format!("{text} é"));
             assert_eq!(general.pop().as_deref(), Some("é"));
             assert_eq!(tokens(&text), general, "{text:?}");
+            let [reported, defined] = terms_both_ways(&text);
+            assert_eq!(reported, defined, "{text:?}");
         }
+    }
+
+    /// (tokens, runs) as `for_each_term` reports them, and as defined, each sorted.
+    fn terms_both_ways(text: &str) -> [(Vec<String>, Vec<String>); 2] {
+        let (mut words, mut runs) = (Vec::new(), Vec::new());
+        for_each_term(text, |term, uses| {
+            if uses.token {
+                words.push(term.to_owned());
+            }
+            if uses.run {
+                runs.push(term.to_owned());
+            }
+        });
+        let lowered = lowercase(text);
+        let defined = (
+            tokens(text),
+            alphanumeric_runs(&lowered).map(str::to_owned).collect(),
+        );
+        [(words, runs), defined].map(|(mut words, mut runs): (Vec<String>, Vec<String>)| {
+            words.sort();
+            runs.sort();
+            (words, runs)
+        })
     }
 
     #[test]
@@ -280,25 +319,10 @@ mod tests {
             "get customerName, HTTPServer v2 now",
             "Straße-ÖlWechsel İx",
             "a_B-c",
+            "",
         ] {
-            let (mut words, mut runs) = (Vec::new(), Vec::new());
-            for_each_term(text, |term, uses| {
-                if uses.token {
-                    words.push(term.to_owned());
-                }
-                if uses.run {
-                    runs.push(term.to_owned());
-                }
-            });
-            words.sort();
-            let mut expected = tokens(text);
-            expected.sort();
-            assert_eq!(words, expected, "{text:?}");
-            runs.sort();
-            let lowered = lowercase(text);
-            let mut expected: Vec<&str> = alphanumeric_runs(&lowered).collect();
-            expected.sort();
-            assert_eq!(runs, expected, "{text:?}");
+            let [reported, defined] = terms_both_ways(text);
+            assert_eq!(reported, defined, "{text:?}");
         }
     }
 

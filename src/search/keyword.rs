@@ -1,38 +1,44 @@
 //! The keyword index (SPEC §5), built once per immutable catalog version and shared by all
 //! request threads.
 //!
-//! Whole-word matches come from a token → postings map. Substring matches come from a
-//! vocabulary of the distinct alphanumeric runs of the lower-cased field texts, stored in one
-//! buffer: a keyword is alphanumeric, so each of its occurrences lies inside one run, and one
-//! `memmem` scan of the buffer finds every run (and so every document) containing it.
-//! Postings keep one entry per (term, document): the document's best field for that term.
+//! Whole-word matches come from a token → postings map. Substring matches come from the
+//! vocabulary of distinct runs: the maximal alphanumeric runs of the lower-cased field
+//! texts. A keyword is alphanumeric, so each of its occurrences lies inside one run; a
+//! char-bigram index over the vocabulary yields the few runs that can hold it, `memmem`
+//! confirms them, and each run maps to postings. A one-char keyword is inside most runs, so
+//! it reads per-char postings instead. Postings keep one entry per (term, document): the
+//! document's best field for that term.
+//!
+//! A query scores into per-thread dense arrays (tallies, a visited bitmap), so its cost
+//! follows the postings it reads, not the catalog size.
 
 use std::cell::RefCell;
-use std::cmp::Ordering;
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 use memchr::memmem;
 
 use super::fields::searchable_fields;
-use super::tokenize::{alphanumeric_runs, for_each_token, keywords, lowercase, normalize_exact};
+use super::tokenize::{for_each_term, keywords, lowercase, normalize_exact};
 use super::{Hit, SearchDoc};
 
 const FIELDS: usize = 6;
-/// Separates runs in the substring buffer; never part of an alphanumeric keyword.
-const RUN_SEPARATOR: u8 = b'\n';
+/// Strength points by zero-based field: whole-word in field f = 13 − f, substring = 7 − f.
+const WHOLE_WORD_POINTS: [u64; FIELDS] = [12, 11, 10, 9, 8, 7];
+const SUBSTRING_POINTS: [u64; FIELDS] = [6, 5, 4, 3, 2, 1];
 
 /// Searchable index over one catalog version's documents.
 #[derive(Debug)]
 pub struct KeywordIndex {
-    /// Whole-word tokens → term id in `word_postings`.
+    /// Tokens and runs → term id in `word_postings` and `run_postings`.
     words: HashMap<Box<str>, u32>,
     word_postings: Postings,
-    /// Distinct lower-cased runs, each followed by `RUN_SEPARATOR`.
-    run_text: Vec<u8>,
-    /// Byte offset of each run in `run_text`, ascending; the run id is the position.
-    run_starts: Vec<usize>,
+    runs: Runs,
     run_postings: Postings,
-    /// Lower-cased local and canonical names → documents.
+    /// Chars of the lower-cased runs → term id in `char_postings`.
+    chars: HashMap<Box<str>, u32>,
+    char_postings: Postings,
+    /// Lower-cased local and canonical names → documents, ascending.
     exact: HashMap<Box<str>, Vec<u32>>,
     groups: HashMap<Box<str>, u32>,
     doc_group: Vec<u32>,
@@ -43,121 +49,270 @@ pub struct KeywordIndex {
     group_members: Vec<Vec<u32>>,
 }
 
-/// Documents per (term, best field), in CSR form.
-#[derive(Debug, Default)]
+/// Documents per (term, best field). Each slot — one term's documents whose best field is
+/// one field — is a sorted list, or a bitmap over all documents once it holds more than
+/// 1/32 of them: then the bitmap is no larger than the list and merges 64 documents a step.
+#[derive(Debug)]
 struct Postings {
-    /// `docs[offsets[t * FIELDS + f]..offsets[t * FIELDS + f + 1]]` holds the documents
-    /// whose best field for term `t` is the zero-based field `f`.
+    /// `docs[offsets[s]..offsets[s + 1]]` lists slot `s = term * FIELDS + field`; empty
+    /// when the slot is a bitmap.
     offsets: Vec<usize>,
     docs: Vec<u32>,
+    /// Per slot, the index of its bitmap in `bitmaps`, or `NO_BITMAP`.
+    bitmap_of: Vec<u32>,
+    /// Bitmaps of `words` u64 each, back to back.
+    bitmaps: Vec<u64>,
+    words: usize,
+}
+
+const NO_BITMAP: u32 = u32::MAX;
+
+/// One slot's documents.
+enum List<'a> {
+    Docs(&'a [u32]),
+    Bits(&'a [u64]),
 }
 
 impl Postings {
-    /// `entries` are (term, zero-based field, doc), at most one per (term, doc).
-    fn from_entries(terms: usize, entries: &[(u32, u8, u32)]) -> Self {
-        let slot = |term: u32, field: u8| term as usize * FIELDS + field as usize;
-        let mut offsets = vec![0usize; terms * FIELDS + 1];
+    /// `entries` are (term, zero-based field, doc), at most one per (term, doc), over
+    /// `docs` documents.
+    fn from_entries(terms: usize, docs: usize, entries: &[(u32, u8, u32)]) -> Self {
+        let slot = |term: u32, field: u8| term as usize * FIELDS + usize::from(field);
+        let mut counts = vec![0usize; terms * FIELDS];
         for &(term, field, _) in entries {
-            offsets[slot(term, field) + 1] += 1;
+            counts[slot(term, field)] += 1;
+        }
+        let words = docs.div_ceil(64);
+        let mut bitmap_of = vec![NO_BITMAP; counts.len()];
+        let mut bitmaps = 0u32;
+        let mut offsets = Vec::with_capacity(counts.len() + 1);
+        offsets.push(0);
+        for (count, bitmap) in counts.iter_mut().zip(&mut bitmap_of) {
+            if *count * 32 > docs {
+                *bitmap = bitmaps;
+                bitmaps += 1;
+                *count = 0;
+            }
+            offsets.push(offsets[offsets.len() - 1] + *count);
+        }
+        let mut next = offsets.clone();
+        let mut postings = Postings {
+            docs: vec![0; offsets[offsets.len() - 1]],
+            offsets,
+            bitmap_of,
+            bitmaps: vec![0; bitmaps as usize * words],
+            words,
+        };
+        for &(term, field, doc) in entries {
+            let s = slot(term, field);
+            match postings.bitmap_of[s] {
+                NO_BITMAP => {
+                    postings.docs[next[s]] = doc;
+                    next[s] += 1;
+                }
+                bitmap => {
+                    let word = bitmap as usize * words + doc as usize / 64;
+                    postings.bitmaps[word] |= 1 << (doc % 64);
+                }
+            }
+        }
+        postings
+    }
+
+    /// The term's documents per best field, strongest field first.
+    fn lists(&self, term: usize) -> impl Iterator<Item = List<'_>> {
+        (0..FIELDS).map(move |field| self.list(term, field))
+    }
+
+    /// The term's documents whose best field is the zero-based `field`.
+    fn list(&self, term: usize, field: usize) -> List<'_> {
+        let slot = term * FIELDS + field;
+        match self.bitmap_of[slot] {
+            NO_BITMAP => List::Docs(&self.docs[self.offsets[slot]..self.offsets[slot + 1]]),
+            bitmap => {
+                let start = bitmap as usize * self.words;
+                List::Bits(&self.bitmaps[start..start + self.words])
+            }
+        }
+    }
+}
+
+/// Term ids in order of first appearance.
+fn intern(ids: &mut HashMap<Box<str>, u32>, term: &str) -> u32 {
+    if let Some(&id) = ids.get(term) {
+        return id;
+    }
+    let id = u32::try_from(ids.len()).expect("fewer than 2^32 distinct terms");
+    ids.insert(term.into(), id);
+    id
+}
+
+/// One (term, best field, doc) entry per term and document, collected while indexing.
+#[derive(Default)]
+struct Occurrences {
+    /// The last document that added each term.
+    last_doc: Vec<u32>,
+    entries: Vec<(u32, u8, u32)>,
+}
+
+impl Occurrences {
+    /// Records `term` for `doc` unless the document already has it. Fields are indexed
+    /// strongest first, so a document's first occurrence of a term is its best field.
+    fn add(&mut self, term: u32, field: u8, doc: u32) -> bool {
+        if self.last_doc.len() <= term as usize {
+            self.last_doc.resize(term as usize + 1, u32::MAX);
+        }
+        let last = &mut self.last_doc[term as usize];
+        let first = *last != doc;
+        if first {
+            *last = doc;
+            self.entries.push((term, field, doc));
+        }
+        first
+    }
+}
+
+/// The vocabulary of distinct runs with a char-bigram index over it. A keyword of two or
+/// more chars lies only in runs holding all its bigrams, so the shortest of their run lists
+/// bounds the runs to check with `memmem` (for two chars it is the answer).
+#[derive(Debug, Default)]
+struct Runs {
+    /// Runs back to back: run `r` is `text[starts[r]..starts[r + 1]]`.
+    text: String,
+    starts: Vec<usize>,
+    /// Each run's term id.
+    terms: Vec<u32>,
+    /// Char bigram → its runs, `runs[offsets[b]..offsets[b + 1]]`.
+    bigrams: HashMap<Box<str>, u32>,
+    offsets: Vec<usize>,
+    runs: Vec<u32>,
+}
+
+impl Runs {
+    /// Appends a run new to the vocabulary, with (bigram, run) entries for its bigrams.
+    fn push(&mut self, term: u32, run: &str, entries: &mut Vec<(u32, u32)>) {
+        let id = u32::try_from(self.terms.len()).expect("fewer than 2^32 runs");
+        if self.starts.is_empty() {
+            self.starts.push(0);
+        }
+        self.text.push_str(run);
+        self.starts.push(self.text.len());
+        self.terms.push(term);
+        let mut grams: Vec<u32> = bigrams(run).map(|g| intern(&mut self.bigrams, g)).collect();
+        grams.sort_unstable();
+        grams.dedup();
+        entries.extend(grams.into_iter().map(|gram| (gram, id)));
+    }
+
+    /// Builds the bigram lists from all entries.
+    fn index_bigrams(&mut self, entries: &[(u32, u32)]) {
+        let mut offsets = vec![0usize; self.bigrams.len() + 1];
+        for &(gram, _) in entries {
+            offsets[gram as usize + 1] += 1;
         }
         for i in 1..offsets.len() {
             offsets[i] += offsets[i - 1];
         }
         let mut next = offsets.clone();
-        let mut docs = vec![0u32; entries.len()];
-        for &(term, field, doc) in entries {
-            let at = &mut next[slot(term, field)];
-            docs[*at] = doc;
-            *at += 1;
+        self.runs = vec![0; entries.len()];
+        for &(gram, run) in entries {
+            self.runs[next[gram as usize]] = run;
+            next[gram as usize] += 1;
         }
-        Postings { offsets, docs }
+        self.offsets = offsets;
     }
 
-    /// The term's documents per field, strongest field first.
-    fn by_field(&self, term: usize) -> impl Iterator<Item = &[u32]> {
-        let base = term * FIELDS;
-        (base..base + FIELDS).map(|s| &self.docs[self.offsets[s]..self.offsets[s + 1]])
-    }
-}
-
-/// Terms of one document with their best (lowest) field, collected without a string
-/// allocation per term.
-#[derive(Default)]
-struct DocTerms {
-    text: String,
-    spans: Vec<(usize, usize, u8)>,
-}
-
-impl DocTerms {
-    fn push(&mut self, term: &str, field: u8) {
-        let start = self.text.len();
-        self.text.push_str(term);
-        self.spans.push((start, self.text.len(), field));
-    }
-
-    /// Calls `f` once per distinct term with its best field, then clears.
-    fn drain_best(&mut self, mut f: impl FnMut(&str, u8)) {
-        let text = &self.text;
-        self.spans
-            .sort_unstable_by(|a, b| text[a.0..a.1].cmp(&text[b.0..b.1]).then(a.2.cmp(&b.2)));
-        self.spans.dedup_by(|b, a| text[a.0..a.1] == text[b.0..b.1]);
-        for &(start, end, field) in &self.spans {
-            f(&text[start..end], field);
+    /// Pushes the term id of every run containing `keyword` (two or more chars), once each.
+    fn containing(&self, keyword: &str, out: &mut Vec<usize>) {
+        let mut rarest: Option<&[u32]> = None;
+        for gram in bigrams(keyword) {
+            // A bigram no run holds: no run holds the keyword.
+            let Some(&gram) = self.bigrams.get(gram) else {
+                return;
+            };
+            let runs = &self.runs[self.offsets[gram as usize]..self.offsets[gram as usize + 1]];
+            if rarest.is_none_or(|rarest| runs.len() < rarest.len()) {
+                rarest = Some(runs);
+            }
         }
-        self.text.clear();
-        self.spans.clear();
+        let two_chars = bigrams(keyword).nth(1).is_none();
+        let finder = memmem::Finder::new(keyword.as_bytes());
+        for &run in rarest.unwrap_or_default() {
+            let run = run as usize;
+            let text = &self.text[self.starts[run]..self.starts[run + 1]];
+            if two_chars || finder.find(text.as_bytes()).is_some() {
+                out.push(self.terms[run] as usize);
+            }
+        }
     }
 }
 
-fn intern(map: &mut HashMap<Box<str>, u32>, term: &str) -> (u32, bool) {
-    if let Some(&id) = map.get(term) {
-        return (id, false);
-    }
-    let id = u32::try_from(map.len()).expect("fewer than 2^32 distinct terms");
-    map.insert(term.into(), id);
-    (id, true)
+/// The two-char windows of `s`.
+fn bigrams(s: &str) -> impl Iterator<Item = &str> {
+    let chars = s.char_indices();
+    chars
+        .clone()
+        .zip(chars.skip(1))
+        .map(|((start, _), (at, c))| &s[start..at + c.len_utf8()])
 }
 
 impl KeywordIndex {
     /// Indexes `docs`; hits refer to documents by their position in this slice.
     ///
     /// # Panics
-    /// If `docs` holds 2^32 documents or more (hit ids are `u32`).
+    /// If `docs` holds 2^32 − 1 documents or more (hit ids are `u32`).
     pub fn build(docs: &[SearchDoc]) -> KeywordIndex {
-        let count = u32::try_from(docs.len()).expect("fewer than 2^32 documents");
-        let mut words = HashMap::new();
-        let mut word_entries = Vec::new();
-        let mut runs = HashMap::new();
-        let mut run_entries = Vec::new();
-        let mut run_text = Vec::new();
-        let mut run_starts = Vec::new();
+        let count = u32::try_from(docs.len())
+            .ok()
+            .filter(|&n| n < u32::MAX)
+            .expect("fewer than 2^32 - 1 documents");
+        // Tokens and runs share term ids: most runs are also a token.
+        let mut terms = HashMap::new();
+        let mut char_ids = HashMap::new();
+        let mut words = Occurrences::default();
+        let mut run_uses = Occurrences::default();
+        let mut chars = Occurrences::default();
+        let mut runs = Runs::default();
+        let mut bigram_entries = Vec::new();
+        // Per term used as a run, its distinct char ids (so a document's chars come from its
+        // distinct runs); empty for other terms.
+        let mut run_chars: Vec<Vec<u32>> = Vec::new();
         let mut exact: HashMap<Box<str>, Vec<u32>> = HashMap::new();
         let mut groups = HashMap::new();
         let mut doc_group = Vec::with_capacity(docs.len());
-        let mut doc_words = DocTerms::default();
-        let mut doc_runs = DocTerms::default();
 
         for (id, doc) in (0..count).zip(docs) {
             for (field, texts) in (0u8..).zip(searchable_fields(doc)) {
                 for text in texts {
-                    for_each_token(text, |token| doc_words.push(token, field));
-                    for run in alphanumeric_runs(&lowercase(text)) {
-                        doc_runs.push(run, field);
-                    }
+                    for_each_term(text, |text, uses| {
+                        let term = intern(&mut terms, text);
+                        if uses.token {
+                            words.add(term, field, id);
+                        }
+                        if !uses.run {
+                            return;
+                        }
+                        if run_chars.len() <= term as usize {
+                            run_chars.resize(term as usize + 1, Vec::new());
+                        }
+                        if run_chars[term as usize].is_empty() {
+                            runs.push(term, text, &mut bigram_entries);
+                            let mut ids: Vec<u32> = text
+                                .char_indices()
+                                .map(|(at, c)| intern(&mut char_ids, &text[at..at + c.len_utf8()]))
+                                .collect();
+                            ids.sort_unstable();
+                            ids.dedup();
+                            run_chars[term as usize] = ids;
+                        }
+                        if run_uses.add(term, field, id) {
+                            for &c in &run_chars[term as usize] {
+                                chars.add(c, field, id);
+                            }
+                        }
+                    });
                 }
             }
-            doc_words.drain_best(|token, field| {
-                word_entries.push((intern(&mut words, token).0, field, id));
-            });
-            doc_runs.drain_best(|run, field| {
-                let (term, new) = intern(&mut runs, run);
-                if new {
-                    run_starts.push(run_text.len());
-                    run_text.extend_from_slice(run.as_bytes());
-                    run_text.push(RUN_SEPARATOR);
-                }
-                run_entries.push((term, field, id));
-            });
 
             let name = lowercase(&doc.name);
             let canonical = lowercase(&doc.canonical);
@@ -165,15 +320,13 @@ impl KeywordIndex {
                 exact.entry(canonical.into()).or_default().push(id);
             }
             exact.entry(name.into()).or_default().push(id);
-            doc_group.push(intern(&mut groups, &doc.group).0);
+            doc_group.push(intern(&mut groups, &doc.group));
         }
 
         let mut by_canonical: Vec<u32> = (0..count).collect();
         by_canonical.sort_by(|&a, &b| {
-            docs[a as usize]
-                .canonical
-                .as_bytes()
-                .cmp(docs[b as usize].canonical.as_bytes())
+            let canonical = |d: u32| docs[d as usize].canonical.as_bytes();
+            canonical(a).cmp(canonical(b))
         });
         let mut canonical_rank = vec![0u32; docs.len()];
         let mut group_members = vec![Vec::new(); groups.len()];
@@ -181,16 +334,17 @@ impl KeywordIndex {
             canonical_rank[doc as usize] = rank;
             group_members[doc_group[doc as usize] as usize].push(doc);
         }
-        for ids in exact.values_mut() {
-            ids.sort_unstable();
-        }
 
+        runs.index_bigrams(&bigram_entries);
+        let postings =
+            |uses: Occurrences, ids: usize| Postings::from_entries(ids, docs.len(), &uses.entries);
         KeywordIndex {
-            word_postings: Postings::from_entries(words.len(), &word_entries),
-            words,
-            run_postings: Postings::from_entries(runs.len(), &run_entries),
-            run_text,
-            run_starts,
+            word_postings: postings(words, terms.len()),
+            run_postings: postings(run_uses, terms.len()),
+            words: terms,
+            runs,
+            char_postings: postings(chars, char_ids.len()),
+            chars: char_ids,
             exact,
             groups,
             doc_group,
@@ -213,68 +367,76 @@ impl KeywordIndex {
     /// Every candidate for `query`, fully ranked (SPEC §5 order). `group`, when given,
     /// restricts candidates to that exact group identifier.
     pub fn search(&self, query: &str, group: Option<&str>) -> Vec<Hit> {
-        match self.candidates(query, group) {
-            Candidates::Browse(ids) => ids.iter().map(|&doc| browse_hit(doc)).collect(),
-            Candidates::Ranked(mut hits) => {
-                hits.sort_unstable_by(|a, b| self.order(a, b));
-                hits
+        match self.plan(query, group) {
+            Plan::Browse(ids) => ids.iter().map(|&doc| browse_hit(doc)).collect(),
+            Plan::Rank(group) => {
+                let mut keys = Vec::new();
+                self.rank(query, group, |key| keys.push(key));
+                keys.sort_unstable_by(|a, b| b.cmp(a));
+                keys.into_iter().map(|key| self.hit(key)).collect()
             }
         }
     }
 
     /// The best `k` candidates in rank order, and the total number of candidates.
     pub fn search_top(&self, query: &str, group: Option<&str>, k: usize) -> (Vec<Hit>, usize) {
-        match self.candidates(query, group) {
-            Candidates::Browse(ids) => (
-                ids.iter().take(k).map(|&doc| browse_hit(doc)).collect(),
-                ids.len(),
-            ),
-            Candidates::Ranked(mut hits) => {
-                let total = hits.len();
-                if k == 0 {
-                    hits.clear();
-                } else if k < total {
-                    hits.select_nth_unstable_by(k - 1, |a, b| self.order(a, b));
-                    hits.truncate(k);
-                }
-                hits.sort_unstable_by(|a, b| self.order(a, b));
-                (hits, total)
+        match self.plan(query, group) {
+            Plan::Browse(ids) => {
+                let top = ids.iter().take(k).map(|&doc| browse_hit(doc)).collect();
+                (top, ids.len())
+            }
+            Plan::Rank(group) => {
+                // A min-heap of the best k keys seen so far: one comparison per candidate.
+                let mut best = BinaryHeap::with_capacity(k);
+                let mut total = 0;
+                self.rank(query, group, |key| {
+                    total += 1;
+                    if best.len() < k {
+                        best.push(Reverse(key));
+                    } else if let Some(mut worst) = best.peek_mut()
+                        && key > worst.0
+                    {
+                        *worst = Reverse(key);
+                    }
+                });
+                // Ascending `Reverse` order is descending key order: best first.
+                let top = best
+                    .into_sorted_vec()
+                    .into_iter()
+                    .map(|Reverse(key)| self.hit(key));
+                (top.collect(), total)
             }
         }
     }
 
-    /// Exact first, then matched desc, score desc, canonical ascending.
-    fn order(&self, a: &Hit, b: &Hit) -> Ordering {
-        b.exact
-            .cmp(&a.exact)
-            .then(b.matched.cmp(&a.matched))
-            .then(b.score.cmp(&a.score))
-            .then_with(|| {
-                let rank = |h: &Hit| self.canonical_rank[h.doc as usize];
-                rank(a).cmp(&rank(b))
-            })
-    }
-
-    fn candidates(&self, query: &str, group: Option<&str>) -> Candidates<'_> {
+    fn plan(&self, query: &str, group: Option<&str>) -> Plan<'_> {
         let group = match group {
             None => None,
             Some(name) => match self.groups.get(name) {
                 Some(&id) => Some(id),
-                None => return Candidates::Browse(&[]),
+                None => return Plan::Browse(&[]),
             },
         };
-        if query.trim().is_empty() {
-            return Candidates::Browse(match group {
-                Some(id) => &self.group_members[id as usize],
-                None => &self.by_canonical,
-            });
+        if !query.trim().is_empty() {
+            return Plan::Rank(group);
         }
+        Plan::Browse(match group {
+            Some(id) => &self.group_members[id as usize],
+            None => &self.by_canonical,
+        })
+    }
+
+    /// Calls `sink` with the rank key (see `key`) of every candidate in `group`.
+    fn rank(&self, query: &str, group: Option<u32>, mut sink: impl FnMut(u128)) {
         let in_group = |doc: u32| group.is_none_or(|id| self.doc_group[doc as usize] == id);
-        let exact: Vec<u32> = self
+        let exact = self
             .exact
             .get(normalize_exact(query).as_str())
-            .map(|ids| ids.iter().copied().filter(|&doc| in_group(doc)).collect())
-            .unwrap_or_default();
+            .map_or(&[][..], Vec::as_slice);
+        let key = |doc: u32, tally: u64| {
+            let exact = exact.binary_search(&doc).is_ok();
+            self.key(u128::from(exact) << 64 | u128::from(tally), doc)
+        };
         let keywords = keywords(query);
 
         SCRATCH.with(|cell| {
@@ -284,76 +446,58 @@ impl KeywordIndex {
             for keyword in &keywords {
                 self.score_keyword(keyword, &mut scratch);
             }
-            let mut hits = Vec::with_capacity(scratch.touched.len() + exact.len());
-            for &doc in &exact {
-                if scratch.matched[doc as usize] == 0 {
-                    hits.push(Hit {
-                        doc,
-                        exact: true,
-                        matched: 0,
-                        score: 0,
-                    });
+            for &doc in exact {
+                if in_group(doc) && scratch.tally[doc as usize] == 0 {
+                    sink(key(doc, 0));
                 }
             }
             for &doc in &scratch.touched {
-                let d = doc as usize;
                 if in_group(doc) {
-                    hits.push(Hit {
-                        doc,
-                        exact: exact.binary_search(&doc).is_ok(),
-                        matched: scratch.matched[d],
-                        score: scratch.score[d],
-                    });
+                    sink(key(doc, scratch.tally[doc as usize]));
                 }
             }
             scratch.reset();
             cell.replace(scratch);
-            Candidates::Ranked(hits)
-        })
+        });
     }
 
-    /// Adds one keyword's strongest match per document to the scratch totals.
+    /// Adds one keyword's strongest match per document to the scratch tallies.
     fn score_keyword(&self, keyword: &str, scratch: &mut Scratch) {
-        // Whole-word points 12…7 always exceed substring points 6…1, so offering whole
-        // words first lets substring offers only fill documents without one.
+        scratch.start_keyword();
+        // Whole words first: every whole-word match beats every substring match.
         if let Some(&term) = self.words.get(keyword) {
-            for (points, docs) in (7u8..=12)
-                .rev()
-                .zip(self.word_postings.by_field(term as usize))
-            {
-                scratch.offer(docs, points);
-            }
+            scratch.visit_tiers(&self.word_postings, [term as usize], WHOLE_WORD_POINTS);
         }
-        let finder = memmem::Finder::new(keyword.as_bytes());
-        let mut from = 0;
-        let mut run = 0;
-        while let Some(found) = finder.find(&self.run_text[from..]) {
-            run = run_containing(&self.run_starts, run, from + found);
-            for (points, docs) in (1u8..=6).rev().zip(self.run_postings.by_field(run)) {
-                scratch.offer(docs, points);
+        let mut chars = keyword.chars();
+        if let (Some(_), None) = (chars.next(), chars.next()) {
+            if let Some(&term) = self.chars.get(keyword) {
+                scratch.visit_tiers(&self.char_postings, [term as usize], SUBSTRING_POINTS);
             }
-            // One visit per run: resume at the next run.
-            run += 1;
-            match self.run_starts.get(run) {
-                Some(&start) => from = start,
-                None => break,
-            }
+            return;
         }
-        scratch.fold_keyword();
+        let mut runs = std::mem::take(&mut scratch.runs);
+        self.runs.containing(keyword, &mut runs);
+        scratch.visit_tiers(&self.run_postings, runs.iter().copied(), SUBSTRING_POINTS);
+        runs.clear();
+        scratch.runs = runs;
     }
-}
 
-/// The run holding byte `at`: the last start ≤ `at`, galloping forward from run `from`
-/// (whose start is ≤ `at`), since matches arrive in buffer order.
-fn run_containing(starts: &[usize], from: usize, at: usize) -> usize {
-    let mut lo = from;
-    let mut step = 1;
-    while lo + step < starts.len() && starts[lo + step] <= at {
-        lo += step;
-        step *= 2;
+    /// Packs a candidate so that a larger key ranks first: its strength (the exact flag
+    /// above the tally `matched << 32 | score`), then ascending canonical rank.
+    fn key(&self, strength: u128, doc: u32) -> u128 {
+        strength << 32 | u128::from(u32::MAX - self.canonical_rank[doc as usize])
     }
-    let hi = (lo + step).min(starts.len());
-    lo + starts[lo..hi].partition_point(|&s| s <= at) - 1
+
+    fn hit(&self, key: u128) -> Hit {
+        let rank = u32::MAX - key as u32;
+        let tally = (key >> 32) as u64;
+        Hit {
+            doc: self.by_canonical[rank as usize],
+            exact: key >> 96 == 1,
+            matched: (tally >> 32) as u32,
+            score: tally as u32,
+        }
+    }
 }
 
 fn browse_hit(doc: u32) -> Hit {
@@ -365,11 +509,11 @@ fn browse_hit(doc: u32) -> Hit {
     }
 }
 
-enum Candidates<'a> {
-    /// Documents already in canonical order, none exact or matched.
+enum Plan<'a> {
+    /// Every candidate, already in canonical order, none exact or matched.
     Browse(&'a [u32]),
-    /// Unordered candidates.
-    Ranked(Vec<Hit>),
+    /// Score the query, within this group if given.
+    Rank(Option<u32>),
 }
 
 thread_local! {
@@ -377,56 +521,103 @@ thread_local! {
     static SCRATCH: RefCell<Scratch> = RefCell::default();
 }
 
-/// Dense per-document accumulators. Between queries every entry is zero and both lists are
-/// empty, so a query touches only the documents it matches.
+/// Dense per-document state for one query. Between queries every tally is zero and the
+/// lists are empty, so a query costs what it matches, not the catalog size.
 #[derive(Default)]
 struct Scratch {
-    /// Strongest points of the current keyword.
-    best: Vec<u8>,
-    keyword_touched: Vec<u32>,
-    matched: Vec<u32>,
-    score: Vec<u32>,
+    /// Documents in use: the current index's size.
+    docs: usize,
+    /// One bit per document: already visited for the current keyword.
+    seen: Vec<u64>,
+    /// Per field, the union of the current keyword's bitmaps.
+    tiers: Vec<u64>,
+    /// Per document `matched << 32 | score`: one add counts a keyword and its points
+    /// (a score reaching 2^32 would need hundreds of millions of keywords).
+    tally: Vec<u64>,
+    /// Documents with a non-zero tally.
     touched: Vec<u32>,
+    /// Runs containing the current keyword.
+    runs: Vec<usize>,
 }
 
 impl Scratch {
     fn fit(&mut self, docs: usize) {
-        if self.best.len() < docs {
-            self.best.resize(docs, 0);
-            self.matched.resize(docs, 0);
-            self.score.resize(docs, 0);
+        self.docs = docs;
+        if self.tally.len() < docs {
+            self.tally.resize(docs, 0);
+            self.seen.resize(docs.div_ceil(64), 0);
+            self.tiers.resize(FIELDS * docs.div_ceil(64), 0);
         }
     }
 
-    fn offer(&mut self, docs: &[u32], points: u8) {
-        for &doc in docs {
-            let best = &mut self.best[doc as usize];
-            if *best == 0 {
-                self.keyword_touched.push(doc);
+    fn start_keyword(&mut self) {
+        self.seen[..self.docs.div_ceil(64)].fill(0);
+    }
+
+    /// Credits the documents of `terms`' postings, tier by tier in descending points (tier
+    /// f: documents whose best field for a term is f), skipping documents already visited
+    /// for this keyword: so each document gets its strongest match.
+    fn visit_tiers<'a>(
+        &mut self,
+        postings: &'a Postings,
+        terms: impl IntoIterator<Item = usize>,
+        points: [u64; FIELDS],
+    ) {
+        let words = self.docs.div_ceil(64);
+        let mut lists: [Vec<&'a [u32]>; FIELDS] = Default::default();
+        let mut merged = [false; FIELDS];
+        // Gather term by term (a term's slots sit together in memory), merging bitmaps.
+        for term in terms {
+            for (field, list) in postings.lists(term).enumerate() {
+                match list {
+                    List::Docs([]) => {}
+                    List::Docs(docs) => lists[field].push(docs),
+                    List::Bits(bits) => {
+                        let tier = &mut self.tiers[field * words..(field + 1) * words];
+                        if merged[field] {
+                            for (acc, &bits) in tier.iter_mut().zip(bits) {
+                                *acc |= bits;
+                            }
+                        } else {
+                            tier.copy_from_slice(bits);
+                            merged[field] = true;
+                        }
+                    }
+                }
             }
-            if points > *best {
-                *best = points;
+        }
+        for (field, (lists, &points)) in lists.iter().zip(&points).enumerate() {
+            for &doc in lists.iter().copied().flatten() {
+                self.visit(doc as usize, points);
+            }
+            if merged[field] {
+                for w in 0..words {
+                    let mut new = self.tiers[field * words + w] & !self.seen[w];
+                    while new != 0 {
+                        self.visit(w * 64 + new.trailing_zeros() as usize, points);
+                        new &= new - 1;
+                    }
+                }
             }
         }
     }
 
-    fn fold_keyword(&mut self) {
-        for &doc in &self.keyword_touched {
-            let d = doc as usize;
-            if self.matched[d] == 0 {
-                self.touched.push(doc);
+    fn visit(&mut self, doc: usize, points: u64) {
+        let (word, bit) = (doc / 64, 1u64 << (doc % 64));
+        if self.seen[word] & bit == 0 {
+            self.seen[word] |= bit;
+            let tally = &mut self.tally[doc];
+            if *tally == 0 {
+                // Fits: documents are numbered by u32 (see `build`).
+                self.touched.push(doc as u32);
             }
-            self.matched[d] += 1;
-            self.score[d] += u32::from(self.best[d]);
-            self.best[d] = 0;
+            *tally += 1 << 32 | points;
         }
-        self.keyword_touched.clear();
     }
 
     fn reset(&mut self) {
         for &doc in &self.touched {
-            self.matched[doc as usize] = 0;
-            self.score[doc as usize] = 0;
+            self.tally[doc as usize] = 0;
         }
         self.touched.clear();
     }
@@ -670,7 +861,7 @@ mod tests {
     #[test]
     fn repeated_keywords_add_nothing() {
         let doc = described("g0", "t0", "Refund a payment.");
-        let once = ranked(&[doc.clone()], "payment", None);
+        let once = ranked(std::slice::from_ref(&doc), "payment", None);
         let repeated = ranked(&[doc], "payment PAYMENT payment-payment", None);
         assert_eq!(once, repeated);
         assert_eq!(repeated[0].matched, 1);

@@ -4,10 +4,14 @@
 //! camelCase boundaries inside an alphanumeric run; pieces are lower-cased.
 
 use std::collections::HashSet;
+use std::ops::Range;
 
 /// Lower-cases char by char. Field text, substring runs and tokens all use this one rule so
 /// they agree byte for byte (`str::to_lowercase` treats a final sigma by context).
 pub(crate) fn lowercase(s: &str) -> String {
+    if s.is_ascii() {
+        return s.to_ascii_lowercase();
+    }
     s.chars().flat_map(char::to_lowercase).collect()
 }
 
@@ -37,19 +41,78 @@ pub fn normalize_exact(s: &str) -> String {
 
 /// Calls `emit` with each token of `text` without allocating per token.
 pub(crate) fn for_each_token(text: &str, mut emit: impl FnMut(&str)) {
-    let mut run: Vec<char> = Vec::new();
     let mut word = String::new();
-    for chunk in alphanumeric_runs(text) {
-        run.clear();
-        run.extend(chunk.chars());
-        let mut start = 0;
-        for i in 1..run.len() {
-            if camel_boundary(&run, i) {
-                emit_piece(&run[start..i], &mut word, &mut emit);
-                start = i;
-            }
+    if text.is_ascii() {
+        // The common case, on bytes: ASCII case and digit classes equal the Unicode ones.
+        for run in ascii_alphanumeric_runs(text) {
+            for_each_piece(run.as_bytes(), |piece| {
+                word.clear();
+                word.push_str(&run[piece]);
+                word.make_ascii_lowercase();
+                emit(&word);
+            });
         }
-        emit_piece(&run[start..], &mut word, &mut emit);
+        return;
+    }
+    let mut chars: Vec<char> = Vec::new();
+    for run in alphanumeric_runs(text) {
+        chars.clear();
+        chars.extend(run.chars());
+        for_each_piece(&chars, |piece| {
+            emit_piece(&chars[piece], &mut word, &mut emit)
+        });
+    }
+}
+
+/// How the index uses a string of a field: as a whole-word token, as a substring run (a
+/// maximal alphanumeric run of the lower-cased text), or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Uses {
+    pub token: bool,
+    pub run: bool,
+}
+
+/// Calls `emit` with every token and every run of `text`, each with its uses; a run that
+/// is a single token comes once, with both uses, so the index looks it up once.
+pub(crate) fn for_each_term(text: &str, mut emit: impl FnMut(&str, Uses)) {
+    const TOKEN: Uses = Uses {
+        token: true,
+        run: false,
+    };
+    const RUN: Uses = Uses {
+        token: false,
+        run: true,
+    };
+    if !text.is_ascii() {
+        // Lower-casing may move run boundaries (`İ`), so runs and tokens come apart.
+        for_each_token(text, |token| emit(token, TOKEN));
+        for run in alphanumeric_runs(&lowercase(text)) {
+            emit(run, RUN);
+        }
+        return;
+    }
+    let mut lowered = String::new();
+    let mut pieces: Vec<Range<usize>> = Vec::new();
+    for run in ascii_alphanumeric_runs(text) {
+        lowered.clear();
+        lowered.push_str(run);
+        lowered.make_ascii_lowercase();
+        pieces.clear();
+        for_each_piece(run.as_bytes(), |piece| pieces.push(piece));
+        if pieces.len() == 1 {
+            emit(
+                &lowered,
+                Uses {
+                    token: true,
+                    run: true,
+                },
+            );
+            continue;
+        }
+        emit(&lowered, RUN);
+        for piece in &pieces {
+            emit(&lowered[piece.clone()], TOKEN);
+        }
     }
 }
 
@@ -60,12 +123,68 @@ pub(crate) fn alphanumeric_runs(text: &str) -> impl Iterator<Item = &str> {
         .filter(|run| !run.is_empty())
 }
 
+/// [`alphanumeric_runs`] of ASCII text, scanning bytes rather than decoding chars.
+fn ascii_alphanumeric_runs(text: &str) -> impl Iterator<Item = &str> {
+    let bytes = text.as_bytes();
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        let start = at + bytes[at..].iter().position(u8::is_ascii_alphanumeric)?;
+        let len = bytes[start..]
+            .iter()
+            .position(|b| !b.is_ascii_alphanumeric());
+        at = len.map_or(bytes.len(), |len| start + len);
+        Some(&text[start..at])
+    })
+}
+
+/// The case and digit classes camelCase splitting looks at.
+trait Cased: Copy {
+    fn lower(self) -> bool;
+    fn upper(self) -> bool;
+    fn digit(self) -> bool;
+}
+
+impl Cased for char {
+    fn lower(self) -> bool {
+        self.is_lowercase()
+    }
+    fn upper(self) -> bool {
+        self.is_uppercase()
+    }
+    fn digit(self) -> bool {
+        self.is_numeric()
+    }
+}
+
+impl Cased for u8 {
+    fn lower(self) -> bool {
+        self.is_ascii_lowercase()
+    }
+    fn upper(self) -> bool {
+        self.is_ascii_uppercase()
+    }
+    fn digit(self) -> bool {
+        self.is_ascii_digit()
+    }
+}
+
+/// Calls `piece` with the index range of each camelCase piece of an alphanumeric run.
+fn for_each_piece<T: Cased>(run: &[T], mut piece: impl FnMut(Range<usize>)) {
+    let mut start = 0;
+    for i in 1..run.len() {
+        if camel_boundary(run, i) {
+            piece(start..i);
+            start = i;
+        }
+    }
+    piece(start..run.len());
+}
+
 /// Whether a new piece starts at `run[i]`: `customerName`, `HTTPServer`, `v2Api`.
-fn camel_boundary(run: &[char], i: usize) -> bool {
+fn camel_boundary<T: Cased>(run: &[T], i: usize) -> bool {
     let (prev, cur) = (run[i - 1], run[i]);
-    let next_is_lower = run.get(i + 1).is_some_and(|c| c.is_lowercase());
-    cur.is_uppercase()
-        && (prev.is_lowercase() || prev.is_numeric() || (prev.is_uppercase() && next_is_lower))
+    let next_is_lower = run.get(i + 1).is_some_and(|c| c.lower());
+    cur.upper() && (prev.lower() || prev.digit() || (prev.upper() && next_is_lower))
 }
 
 /// Lower-cases one camelCase piece. Lower-casing can produce a non-alphanumeric char (`İ`
@@ -147,6 +266,64 @@ mod tests {
     #[test]
     fn tokens_are_alphanumeric_even_when_lower_casing_adds_marks() {
         assert_eq!(kw("İstanbul"), ["i", "stanbul"]);
+    }
+
+    #[test]
+    fn the_ascii_fast_path_splits_like_the_unicode_path() {
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let alphabet = b"aZ9_- .B2cHTTPsx";
+        for _ in 0..2_000 {
+            let text: String = (0..12)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    char::from(alphabet[(state % alphabet.len() as u64) as usize])
+                })
+                .collect();
+            // A non-ASCII suffix sends the same text down the general path.
+            let mut general = tokens(&format!("{text} é"));
+            assert_eq!(general.pop().as_deref(), Some("é"));
+            assert_eq!(tokens(&text), general, "{text:?}");
+            let [reported, defined] = terms_both_ways(&text);
+            assert_eq!(reported, defined, "{text:?}");
+        }
+    }
+
+    /// (tokens, runs) as `for_each_term` reports them, and as defined, each sorted.
+    fn terms_both_ways(text: &str) -> [(Vec<String>, Vec<String>); 2] {
+        let (mut words, mut runs) = (Vec::new(), Vec::new());
+        for_each_term(text, |term, uses| {
+            if uses.token {
+                words.push(term.to_owned());
+            }
+            if uses.run {
+                runs.push(term.to_owned());
+            }
+        });
+        let lowered = lowercase(text);
+        let defined = (
+            tokens(text),
+            alphanumeric_runs(&lowered).map(str::to_owned).collect(),
+        );
+        [(words, runs), defined].map(|(mut words, mut runs): (Vec<String>, Vec<String>)| {
+            words.sort();
+            runs.sort();
+            (words, runs)
+        })
+    }
+
+    #[test]
+    fn terms_are_the_tokens_and_the_lower_cased_runs() {
+        for text in [
+            "get customerName, HTTPServer v2 now",
+            "Straße-ÖlWechsel İx",
+            "a_B-c",
+            "",
+        ] {
+            let [reported, defined] = terms_both_ways(text);
+            assert_eq!(reported, defined, "{text:?}");
+        }
     }
 
     #[test]

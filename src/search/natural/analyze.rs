@@ -1,0 +1,328 @@
+//! Text analysis for the natural-language ranker: identifier-aware word splitting, stop words
+//! and English (Porter2/Snowball) stemming. Deliberately separate from the SPEC §5 keyword
+//! tokenizer: natural-language matching wants stems and drops filler, §5 must not.
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+/// Function words dropped from tool text and queries alike. Sorted (binary search).
+const STOP_WORDS: &[&str] = &[
+    "a",
+    "about",
+    "above",
+    "after",
+    "again",
+    "against",
+    "all",
+    "am",
+    "an",
+    "and",
+    "any",
+    "are",
+    "as",
+    "at",
+    "be",
+    "because",
+    "been",
+    "before",
+    "being",
+    "below",
+    "between",
+    "both",
+    "but",
+    "by",
+    "d",
+    "did",
+    "do",
+    "does",
+    "doing",
+    "during",
+    "each",
+    "etc",
+    "few",
+    "for",
+    "from",
+    "further",
+    "had",
+    "has",
+    "have",
+    "having",
+    "he",
+    "her",
+    "here",
+    "hers",
+    "herself",
+    "him",
+    "himself",
+    "his",
+    "how",
+    "i",
+    "if",
+    "in",
+    "into",
+    "is",
+    "it",
+    "its",
+    "itself",
+    "ll",
+    "m",
+    "me",
+    "more",
+    "most",
+    "my",
+    "myself",
+    "nor",
+    "of",
+    "on",
+    "once",
+    "only",
+    "or",
+    "other",
+    "our",
+    "ours",
+    "ourselves",
+    "own",
+    "re",
+    "s",
+    "same",
+    "she",
+    "so",
+    "some",
+    "such",
+    "t",
+    "than",
+    "that",
+    "the",
+    "their",
+    "theirs",
+    "them",
+    "themselves",
+    "then",
+    "there",
+    "these",
+    "they",
+    "this",
+    "those",
+    "through",
+    "to",
+    "too",
+    "until",
+    "us",
+    "ve",
+    "very",
+    "was",
+    "we",
+    "were",
+    "what",
+    "when",
+    "where",
+    "which",
+    "while",
+    "who",
+    "whom",
+    "why",
+    "will",
+    "with",
+    "you",
+    "your",
+    "yours",
+    "yourself",
+    "yourselves",
+];
+
+/// Request boilerplate that says nothing about the wanted capability ("I need", "can you",
+/// "please help me"). Dropped from queries only. Sorted (binary search).
+const QUERY_STOP_WORDS: &[&str] = &[
+    "able",
+    "additionally",
+    "also",
+    "assist",
+    "can",
+    "could",
+    "curious",
+    "excited",
+    "give",
+    "glad",
+    "hello",
+    "help",
+    "hey",
+    "hi",
+    "interested",
+    "kindly",
+    "know",
+    "let",
+    "like",
+    "looking",
+    "may",
+    "might",
+    "must",
+    "need",
+    "ok",
+    "okay",
+    "please",
+    "possible",
+    "provide",
+    "shall",
+    "should",
+    "sure",
+    "tell",
+    "thank",
+    "thanks",
+    "want",
+    "wanted",
+    "wish",
+    "wondering",
+    "would",
+];
+
+/// Appends the lower-cased words of `text`: non-alphanumerics separate words, and so do the
+/// identifier boundaries lower→Upper (`customerName`), acronym→word (`HTTPServer`) and
+/// digit→Upper (`v2Api`); a letter–digit run such as `oauth2` stays whole.
+pub(super) fn split_words(text: &str, out: &mut Vec<String>) {
+    let chars: Vec<char> = text.chars().collect();
+    let mut word = String::new();
+    for (i, &c) in chars.iter().enumerate() {
+        if !c.is_alphanumeric() {
+            flush(&mut word, out);
+            continue;
+        }
+        if !word.is_empty() && c.is_uppercase() {
+            // `word` is non-empty, so the previous char exists and is alphanumeric.
+            let prev = chars[i - 1];
+            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
+            if prev.is_lowercase() || prev.is_numeric() || (prev.is_uppercase() && next_lower) {
+                flush(&mut word, out);
+            }
+        }
+        word.extend(c.to_lowercase());
+    }
+    flush(&mut word, out);
+}
+
+fn flush(word: &mut String, out: &mut Vec<String>) {
+    if !word.is_empty() {
+        out.push(std::mem::take(word));
+    }
+}
+
+fn is_stop(word: &str) -> bool {
+    STOP_WORDS.binary_search(&word).is_ok()
+}
+
+fn is_query_stop(word: &str) -> bool {
+    QUERY_STOP_WORDS.binary_search(&word).is_ok()
+}
+
+/// Turns text into index terms. Stateless after construction, so `Send + Sync`.
+pub(super) struct Analyzer {
+    stemmer: Option<Stemmer>,
+    stop_words: bool,
+}
+
+impl Analyzer {
+    pub(super) fn new(stem: bool, stop_words: bool) -> Self {
+        Analyzer {
+            stemmer: stem.then(|| Stemmer::create(Algorithm::English)),
+            stop_words,
+        }
+    }
+
+    /// Terms of a tool's field text, in order (stop words removed).
+    pub(super) fn doc_terms(&self, text: &str, out: &mut Vec<String>) {
+        self.terms(text, false, out);
+    }
+
+    /// Terms of a query, in order (stop words and request boilerplate removed). A query made
+    /// only of such words keeps them: a query about "help" still means something.
+    pub(super) fn query_terms(&self, text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        self.terms(text, true, &mut out);
+        if out.is_empty() && self.stop_words {
+            let unfiltered = Analyzer {
+                stemmer: None,
+                stop_words: false,
+            };
+            let mut words = Vec::new();
+            unfiltered.terms(text, false, &mut words);
+            out = words.iter().map(|w| self.stem(w)).collect();
+        }
+        out
+    }
+
+    fn terms(&self, text: &str, query: bool, out: &mut Vec<String>) {
+        let mut words = Vec::new();
+        split_words(text, &mut words);
+        for w in &words {
+            if self.stop_words && (is_stop(w) || (query && is_query_stop(w))) {
+                continue;
+            }
+            out.push(self.stem(w));
+        }
+    }
+
+    fn stem(&self, word: &str) -> String {
+        match &self.stemmer {
+            Some(s) => s.stem(word).into_owned(),
+            None => word.to_owned(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(text: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        split_words(text, &mut out);
+        out
+    }
+
+    #[test]
+    fn splits_identifiers() {
+        assert_eq!(
+            words("get_current_stock_price"),
+            ["get", "current", "stock", "price"]
+        );
+        assert_eq!(words("customerName"), ["customer", "name"]);
+        assert_eq!(words("HTTPServer"), ["http", "server"]);
+        assert_eq!(words("v2Api oauth2"), ["v2", "api", "oauth2"]);
+        assert_eq!(words("crm__find-customer"), ["crm", "find", "customer"]);
+        assert_eq!(
+            words("ResearchHelper, l'état"),
+            ["research", "helper", "l", "état"]
+        );
+    }
+
+    #[test]
+    fn stems_english() {
+        let a = Analyzer::new(true, false);
+        let mut out = Vec::new();
+        a.doc_terms(
+            "papers parking generated searches running studies",
+            &mut out,
+        );
+        assert_eq!(out, ["paper", "park", "generat", "search", "run", "studi"]);
+    }
+
+    #[test]
+    fn drops_stop_words_and_query_boilerplate() {
+        let a = Analyzer::new(true, true);
+        assert_eq!(
+            a.query_terms("Can you please help me find the weather?"),
+            ["find", "weather"]
+        );
+        // Boilerplate is query-only: a tool may well be about "help".
+        let mut out = Vec::new();
+        a.doc_terms("Help for the CLI", &mut out);
+        assert_eq!(out, ["help", "cli"]);
+        // A query of filler only keeps its words rather than matching nothing.
+        assert_eq!(a.query_terms("help me"), ["help", "me"]);
+    }
+
+    #[test]
+    fn word_lists_are_sorted_and_unique() {
+        for list in [STOP_WORDS, QUERY_STOP_WORDS] {
+            assert!(list.windows(2).all(|w| w[0] < w[1]), "{list:?}");
+        }
+    }
+}

@@ -174,28 +174,39 @@ const QUERY_STOP_WORDS: &[&str] = &[
     "would",
 ];
 
-/// Appends the lower-cased words of `text`: non-alphanumerics separate words, and so do the
+/// Only this many leading words of a query are analysed: requests are far shorter, and a
+/// pasted blob (a base64 image, a log) must not make one query cost milliseconds.
+const MAX_QUERY_WORDS: usize = 256;
+
+/// Appends the lower-cased words of `text` (at most `max` in all in `out`): non-alphanumerics separate words, and so do the
 /// identifier boundaries lower→Upper (`customerName`), acronym→word (`HTTPServer`) and
 /// digit→Upper (`v2Api`); a letter–digit run such as `oauth2` stays whole.
-pub(super) fn split_words(text: &str, out: &mut Vec<String>) {
-    let chars: Vec<char> = text.chars().collect();
+pub(super) fn split_words(text: &str, max: usize, out: &mut Vec<String>) {
+    let mut chars = text.chars().peekable();
+    let mut prev = ' ';
     let mut word = String::new();
-    for (i, &c) in chars.iter().enumerate() {
+    while let Some(c) = chars.next() {
+        if out.len() >= max {
+            return;
+        }
         if !c.is_alphanumeric() {
             flush(&mut word, out);
-            continue;
-        }
-        if !word.is_empty() && c.is_uppercase() {
-            // `word` is non-empty, so the previous char exists and is alphanumeric.
-            let prev = chars[i - 1];
-            let next_lower = chars.get(i + 1).is_some_and(|n| n.is_lowercase());
-            if prev.is_lowercase() || prev.is_numeric() || (prev.is_uppercase() && next_lower) {
+        } else {
+            // A non-empty `word` means `prev` is alphanumeric.
+            let next_lower = chars.peek().is_some_and(|n| n.is_lowercase());
+            if !word.is_empty()
+                && c.is_uppercase()
+                && (prev.is_lowercase() || prev.is_numeric() || (prev.is_uppercase() && next_lower))
+            {
                 flush(&mut word, out);
             }
+            word.extend(c.to_lowercase());
         }
-        word.extend(c.to_lowercase());
+        prev = c;
     }
-    flush(&mut word, out);
+    if out.len() < max {
+        flush(&mut word, out);
+    }
 }
 
 fn flush(word: &mut String, out: &mut Vec<String>) {
@@ -228,35 +239,23 @@ impl Analyzer {
 
     /// Terms of a tool's field text, in order (stop words removed).
     pub(super) fn doc_terms(&self, text: &str, out: &mut Vec<String>) {
-        self.terms(text, false, out);
+        let mut words = Vec::new();
+        split_words(text, usize::MAX, &mut words);
+        let keep = |w: &&String| !(self.stop_words && is_stop(w));
+        out.extend(words.iter().filter(keep).map(|w| self.stem(w)));
     }
 
     /// Terms of a query, in order (stop words and request boilerplate removed). A query made
     /// only of such words keeps them: a query about "help" still means something.
     pub(super) fn query_terms(&self, text: &str) -> Vec<String> {
-        let mut out = Vec::new();
-        self.terms(text, true, &mut out);
-        if out.is_empty() && self.stop_words {
-            let unfiltered = Analyzer {
-                stemmer: None,
-                stop_words: false,
-            };
-            let mut words = Vec::new();
-            unfiltered.terms(text, false, &mut words);
-            out = words.iter().map(|w| self.stem(w)).collect();
-        }
-        out
-    }
-
-    fn terms(&self, text: &str, query: bool, out: &mut Vec<String>) {
         let mut words = Vec::new();
-        split_words(text, &mut words);
-        for w in &words {
-            if self.stop_words && (is_stop(w) || (query && is_query_stop(w))) {
-                continue;
-            }
-            out.push(self.stem(w));
+        split_words(text, MAX_QUERY_WORDS, &mut words);
+        let keep = |w: &&String| !(self.stop_words && (is_stop(w) || is_query_stop(w)));
+        let mut kept: Vec<&String> = words.iter().filter(keep).collect();
+        if kept.is_empty() {
+            kept = words.iter().collect();
         }
+        kept.into_iter().map(|w| self.stem(w)).collect()
     }
 
     fn stem(&self, word: &str) -> String {
@@ -273,7 +272,7 @@ mod tests {
 
     fn words(text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        split_words(text, &mut out);
+        split_words(text, usize::MAX, &mut out);
         out
     }
 
@@ -317,6 +316,15 @@ mod tests {
         assert_eq!(out, ["help", "cli"]);
         // A query of filler only keeps its words rather than matching nothing.
         assert_eq!(a.query_terms("help me"), ["help", "me"]);
+    }
+
+    #[test]
+    fn long_queries_are_cut() {
+        let a = Analyzer::new(true, true);
+        assert_eq!(
+            a.query_terms(&"weather ".repeat(10_000)).len(),
+            MAX_QUERY_WORDS
+        );
     }
 
     #[test]

@@ -555,7 +555,7 @@ pub struct SetReport {
     pub queries: Vec<QueryResult>,
 }
 
-/// One query's results (dataset tool ids, best first) and Recall@10 per ranker.
+/// One query's results (dataset tool ids, best first), Recall@10 and latency per ranker.
 #[derive(Debug, Clone, Serialize)]
 pub struct QueryResult {
     pub id: String,
@@ -563,6 +563,7 @@ pub struct QueryResult {
     pub relevant: Vec<String>,
     pub top: BTreeMap<String, Vec<String>>,
     pub recall_at_10: BTreeMap<String, f64>,
+    pub micros: BTreeMap<String, f64>,
 }
 
 /// Per-query outcome of one ranker.
@@ -638,7 +639,7 @@ fn selected<'a>(set: &'a DataSet, opts: &EvalOptions) -> Vec<&'a EvalQuery> {
 /// A built ranker: top-k doc numbers for a query over the whole catalog.
 enum Built {
     Keyword(KeywordIndex),
-    Natural(NaturalIndex),
+    Natural(Box<NaturalIndex>),
     Bm25(Bm25),
 }
 
@@ -646,7 +647,7 @@ impl Built {
     fn build(ranker: Ranker, docs: &[SearchDoc], cfg: &NaturalConfig) -> Self {
         match ranker {
             Ranker::Keyword => Built::Keyword(KeywordIndex::build(docs)),
-            Ranker::Natural => Built::Natural(NaturalIndex::build(docs, cfg)),
+            Ranker::Natural => Built::Natural(Box::new(NaturalIndex::build(docs, cfg))),
             Ranker::Bm25 => Built::Bm25(Bm25::build(docs)),
         }
     }
@@ -738,6 +739,12 @@ pub fn evaluate(set: &DataSet, opts: &EvalOptions) -> SetReport {
                     .iter()
                     .zip(&outcomes)
                     .map(|(r, o)| (r.name().to_owned(), 100.0 * o[i].r10))
+                    .collect(),
+                micros: opts
+                    .rankers
+                    .iter()
+                    .zip(&outcomes)
+                    .map(|(r, o)| (r.name().to_owned(), o[i].micros))
                     .collect(),
             })
             .collect()

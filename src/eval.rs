@@ -1,7 +1,10 @@
-//! Retrieval evaluation harness: loads the labelled tool catalogs (`tools.jsonl` +
-//! `queries.jsonl` per set), builds each catalog as toolrouter would see it, and measures the
-//! SPEC §5 keyword ranking, the natural-language ranker and a plain BM25 baseline on the same
-//! queries (Recall@1/5/10, nDCG@10, per-query latency).
+//! Retrieval evaluation harness (`toolrouter-eval`): loads the labelled tool catalogs
+//! (`tools.jsonl` + `queries.jsonl` per set; sets without queries are skipped), builds each
+//! catalog as toolrouter would see it (SPEC §3 names, see `build_catalog`), and measures the
+//! SPEC §5 keyword ranking, the natural-language ranker and a BM25 baseline on the same
+//! queries: Recall@1/5/10 (share of a query's relevant tools in the top k, averaged over
+//! queries), nDCG@10 (binary relevance) and per-query latency (p50/p99), per set and per
+//! `split`, plus the issue-7 targets (`check_targets`).
 //!
 //! Retrieval is always over the whole catalog ("pooled"): StableToolBench queries carry a
 //! `candidate_pool` (the tools of their original task), which is ignored on purpose, since
@@ -341,7 +344,7 @@ const BM25_STOP_WORDS: [&str; 33] = [
 
 /// Lower-cased words of `text`, split at non-alphanumerics and at lower→Upper
 /// (`customerName`), acronym→word (`HTTPServer`) and digit→Upper (`v2Api`) boundaries.
-pub fn identifier_words(text: &str) -> Vec<String> {
+fn identifier_words(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
     let mut word = String::new();

@@ -160,7 +160,10 @@ fn push_sorted(tf: &HashMap<u32, f32>, id: u32, postings: &mut [Vec<(u32, f32)>]
 pub struct NaturalIndex {
     cfg: NaturalConfig,
     analyzer: Analyzer,
+    /// Stemmed term → id.
     vocab: HashMap<String, u32>,
+    /// Lower-case word found in the catalog → its term (None: stop word).
+    surface: HashMap<String, Option<u32>>,
     idf: Vec<f32>,
     /// Per term: (doc, BM25F contribution), docs ascending.
     postings: Vec<Vec<(u32, f32)>>,
@@ -185,22 +188,31 @@ impl NaturalIndex {
         let analyzer = Analyzer::new(cfg.stem, cfg.stop_words);
         let params = cfg.fields();
         let mut vocab: HashMap<String, u32> = HashMap::new();
-        let mut buf = Vec::new();
+        // Word seen → its term (None: stop word), so that each distinct word is filtered and
+        // stemmed once, at build time and for queries.
+        let mut surface: HashMap<String, Option<u32>> = HashMap::new();
         // fields[doc][field] = the field's terms in text order.
-        let fields: Vec<[Vec<u32>; FIELDS]> = docs
-            .iter()
-            .map(|d| {
-                field_texts(d).map(|text| {
-                    analyzer.doc_terms(&text, &mut buf);
-                    buf.drain(..)
-                        .map(|t| {
-                            let next = vocab.len() as u32;
-                            *vocab.entry(t).or_insert(next)
-                        })
-                        .collect()
-                })
-            })
-            .collect();
+        let mut fields: Vec<[Vec<u32>; FIELDS]> = Vec::with_capacity(docs.len());
+        for d in docs {
+            fields.push(field_texts(d).map(|text| {
+                let mut terms = Vec::new();
+                analyze::for_each_word(&text, usize::MAX, |w| {
+                    let id = match surface.get(w) {
+                        Some(&id) => id,
+                        None => {
+                            let id = (!analyzer.is_doc_stop(w)).then(|| {
+                                let next = vocab.len() as u32;
+                                *vocab.entry(analyzer.stem(w)).or_insert(next)
+                            });
+                            surface.insert(w.to_owned(), id);
+                            id
+                        }
+                    };
+                    terms.extend(id);
+                });
+                terms
+            }));
+        }
         let n = docs.len().max(1) as f32;
 
         let mut avg_len = [0f32; FIELDS];
@@ -312,6 +324,7 @@ impl NaturalIndex {
             cfg: cfg.clone(),
             analyzer,
             vocab,
+            surface,
             idf,
             postings,
             bigrams,
@@ -341,9 +354,12 @@ impl NaturalIndex {
 
         let seq: Vec<Option<u32>> = self
             .analyzer
-            .query_terms(query)
+            .query_words(query)
             .iter()
-            .map(|t| self.vocab.get(t).copied())
+            .map(|w| match self.surface.get(w) {
+                Some(&known) => known,
+                None => self.vocab.get(&self.analyzer.stem(w)).copied(),
+            })
             .collect();
         let mut pairs: Vec<(u32, u32)> = seq
             .windows(2)

@@ -178,19 +178,28 @@ const QUERY_STOP_WORDS: &[&str] = &[
 /// pasted blob (a base64 image, a log) must not make one query cost milliseconds.
 const MAX_QUERY_WORDS: usize = 256;
 
-/// Appends the lower-cased words of `text` (at most `max` in all in `out`): non-alphanumerics separate words, and so do the
-/// identifier boundaries lower→Upper (`customerName`), acronym→word (`HTTPServer`) and
-/// digit→Upper (`v2Api`); a letter–digit run such as `oauth2` stays whole.
-pub(super) fn split_words(text: &str, max: usize, out: &mut Vec<String>) {
+/// Calls `f` with each lower-cased word of `text`, at most `max` of them: non-alphanumerics
+/// separate words, and so do the identifier boundaries lower→Upper (`customerName`),
+/// acronym→word (`HTTPServer`) and digit→Upper (`v2Api`); a letter–digit run such as
+/// `oauth2` stays whole. One buffer serves every word (no allocation per word).
+pub(super) fn for_each_word(text: &str, max: usize, mut f: impl FnMut(&str)) {
     let mut chars = text.chars().peekable();
     let mut prev = ' ';
     let mut word = String::new();
+    let mut count = 0;
+    let mut emit = |word: &mut String, count: &mut usize| {
+        if !word.is_empty() {
+            f(word);
+            word.clear();
+            *count += 1;
+        }
+    };
     while let Some(c) = chars.next() {
-        if out.len() >= max {
+        if count >= max {
             return;
         }
         if !c.is_alphanumeric() {
-            flush(&mut word, out);
+            emit(&mut word, &mut count);
         } else {
             // A non-empty `word` means `prev` is alphanumeric.
             let next_lower = chars.peek().is_some_and(|n| n.is_lowercase());
@@ -198,20 +207,14 @@ pub(super) fn split_words(text: &str, max: usize, out: &mut Vec<String>) {
                 && c.is_uppercase()
                 && (prev.is_lowercase() || prev.is_numeric() || (prev.is_uppercase() && next_lower))
             {
-                flush(&mut word, out);
+                emit(&mut word, &mut count);
             }
             word.extend(c.to_lowercase());
         }
         prev = c;
     }
-    if out.len() < max {
-        flush(&mut word, out);
-    }
-}
-
-fn flush(word: &mut String, out: &mut Vec<String>) {
-    if !word.is_empty() {
-        out.push(std::mem::take(word));
+    if count < max {
+        emit(&mut word, &mut count);
     }
 }
 
@@ -223,7 +226,7 @@ fn is_query_stop(word: &str) -> bool {
     QUERY_STOP_WORDS.binary_search(&word).is_ok()
 }
 
-/// Turns text into index terms. Stateless after construction, so `Send + Sync`.
+/// Filters and stems words. Stateless after construction, so `Send + Sync`.
 pub(super) struct Analyzer {
     stemmer: Option<Stemmer>,
     stop_words: bool,
@@ -237,28 +240,25 @@ impl Analyzer {
         }
     }
 
-    /// Terms of a tool's field text, in order (stop words removed).
-    pub(super) fn doc_terms(&self, text: &str, out: &mut Vec<String>) {
-        let mut words = Vec::new();
-        split_words(text, usize::MAX, &mut words);
-        let keep = |w: &&String| !(self.stop_words && is_stop(w));
-        out.extend(words.iter().filter(keep).map(|w| self.stem(w)));
+    /// Whether a word of tool text is left out of the index.
+    pub(super) fn is_doc_stop(&self, word: &str) -> bool {
+        self.stop_words && is_stop(word)
     }
 
-    /// Terms of a query, in order (stop words and request boilerplate removed). A query made
-    /// only of such words keeps them: a query about "help" still means something.
-    pub(super) fn query_terms(&self, text: &str) -> Vec<String> {
+    /// Words of a query, in order, stop words and request boilerplate removed (not stemmed).
+    /// A query made only of such words keeps them: a query about "help" still means something.
+    pub(super) fn query_words(&self, text: &str) -> Vec<String> {
         let mut words = Vec::new();
-        split_words(text, MAX_QUERY_WORDS, &mut words);
-        let keep = |w: &&String| !(self.stop_words && (is_stop(w) || is_query_stop(w)));
-        let mut kept: Vec<&String> = words.iter().filter(keep).collect();
-        if kept.is_empty() {
-            kept = words.iter().collect();
+        for_each_word(text, MAX_QUERY_WORDS, |w| words.push(w.to_owned()));
+        let filler = |w: &String| self.stop_words && (is_stop(w) || is_query_stop(w));
+        if !words.iter().all(filler) {
+            words.retain(|w| !filler(w));
         }
-        kept.into_iter().map(|w| self.stem(w)).collect()
+        words
     }
 
-    fn stem(&self, word: &str) -> String {
+    /// The index term of a (lower-case) word.
+    pub(super) fn stem(&self, word: &str) -> String {
         match &self.stemmer {
             Some(s) => s.stem(word).into_owned(),
             None => word.to_owned(),
@@ -272,7 +272,7 @@ mod tests {
 
     fn words(text: &str) -> Vec<String> {
         let mut out = Vec::new();
-        split_words(text, usize::MAX, &mut out);
+        for_each_word(text, usize::MAX, |w| out.push(w.to_owned()));
         out
     }
 
@@ -295,34 +295,44 @@ mod tests {
     #[test]
     fn stems_english() {
         let a = Analyzer::new(true, false);
-        let mut out = Vec::new();
-        a.doc_terms(
-            "papers parking generated searches running studies",
-            &mut out,
+        let words = [
+            "papers",
+            "parking",
+            "generated",
+            "searches",
+            "running",
+            "studies",
+        ];
+        let stems: Vec<String> = words.iter().map(|w| a.stem(w)).collect();
+        assert_eq!(
+            stems,
+            ["paper", "park", "generat", "search", "run", "studi"]
         );
-        assert_eq!(out, ["paper", "park", "generat", "search", "run", "studi"]);
+        assert_eq!(Analyzer::new(false, false).stem("papers"), "papers");
     }
 
     #[test]
     fn drops_stop_words_and_query_boilerplate() {
         let a = Analyzer::new(true, true);
         assert_eq!(
-            a.query_terms("Can you please help me find the weather?"),
+            a.query_words("Can you please help me find the weather?"),
             ["find", "weather"]
         );
         // Boilerplate is query-only: a tool may well be about "help".
-        let mut out = Vec::new();
-        a.doc_terms("Help for the CLI", &mut out);
-        assert_eq!(out, ["help", "cli"]);
+        let kept: Vec<String> = words("Help for the CLI")
+            .into_iter()
+            .filter(|w| !a.is_doc_stop(w))
+            .collect();
+        assert_eq!(kept, ["help", "cli"]);
         // A query of filler only keeps its words rather than matching nothing.
-        assert_eq!(a.query_terms("help me"), ["help", "me"]);
+        assert_eq!(a.query_words("help me"), ["help", "me"]);
     }
 
     #[test]
     fn long_queries_are_cut() {
         let a = Analyzer::new(true, true);
         assert_eq!(
-            a.query_terms(&"weather ".repeat(10_000)).len(),
+            a.query_words(&"weather ".repeat(10_000)).len(),
             MAX_QUERY_WORDS
         );
     }

@@ -314,7 +314,8 @@ pub fn ndcg_at(ranked: &[u32], relevant: &[u32], k: usize) -> f64 {
         .map(|(i, _)| gain(i))
         .sum();
     let ideal: f64 = (0..relevant.len().min(k)).map(gain).sum();
-    if ideal > 0.0 { dcg / ideal } else { 0.0 }
+    // An empty float sum is -0.0; report a plain 0.
+    if dcg > 0.0 { dcg / ideal } else { 0.0 }
 }
 
 /// Okapi BM25 baseline, set up like the README reference figures (bm25s): one bag of words

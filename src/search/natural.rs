@@ -164,7 +164,6 @@ pub struct NaturalIndex {
     vocab: HashMap<String, u32>,
     /// Lower-case word found in the catalog → its term (None: stop word).
     surface: HashMap<String, Option<u32>>,
-    idf: Vec<f32>,
     /// Per term: (doc, BM25F contribution), docs ascending.
     postings: Vec<Vec<(u32, f32)>>,
     /// Per adjacent term pair: (doc, contribution).
@@ -173,8 +172,6 @@ pub struct NaturalIndex {
     group_postings: Vec<Vec<(u32, f32)>>,
     /// Per doc: (term, contribution), for feedback; empty when feedback is off.
     doc_terms: Vec<Vec<(u32, f32)>>,
-    /// Per doc: its distinct name terms, and their IDF sum.
-    name_terms: Vec<(Vec<u32>, f32)>,
     group_of: Vec<u32>,
     group_ids: HashMap<String, u32>,
     /// Position of each doc in canonical-name order, the final tie-break.
@@ -244,6 +241,22 @@ impl NaturalIndex {
         }
         let idf: Vec<f32> = postings.iter().map(|l| idf(n, l.len())).collect();
         finish_bm25(&mut postings, n, cfg.k1, 1.0);
+        // The name-coverage bonus sums over the query terms found in the name, so it folds
+        // into those terms' postings.
+        if cfg.name_coverage > 0.0 {
+            for (doc, f) in fields.iter().enumerate() {
+                let mut names = f[0].clone();
+                names.sort_unstable();
+                names.dedup();
+                let mass: f32 = names.iter().map(|&t| idf[t as usize]).sum();
+                for &t in names.iter().filter(|_| mass > 0.0) {
+                    let list = &mut postings[t as usize];
+                    if let Ok(i) = list.binary_search_by_key(&(doc as u32), |&(d, _)| d) {
+                        list[i].1 += cfg.name_coverage * idf[t as usize] / mass;
+                    }
+                }
+            }
+        }
 
         let mut bigrams: HashMap<(u32, u32), Vec<(u32, f32)>> = HashMap::new();
         if cfg.bigram > 0.0 {
@@ -263,17 +276,6 @@ impl NaturalIndex {
             }
             finish_bm25(bigrams.values_mut(), n, cfg.k1, cfg.bigram);
         }
-
-        let name_terms = fields
-            .iter()
-            .map(|f| {
-                let mut t = f[0].clone();
-                t.sort_unstable();
-                t.dedup();
-                let mass = t.iter().map(|&t| idf[t as usize]).sum();
-                (t, mass)
-            })
-            .collect();
 
         let mut group_ids: HashMap<String, u32> = HashMap::new();
         let group_of: Vec<u32> = docs
@@ -325,12 +327,10 @@ impl NaturalIndex {
             analyzer,
             vocab,
             surface,
-            idf,
             postings,
             bigrams,
             group_postings,
             doc_terms,
-            name_terms,
             group_of,
             group_ids,
             canon_rank,
@@ -384,15 +384,6 @@ impl NaturalIndex {
             acc.add_all(self.bigrams.get(p).map_or(&[], Vec::as_slice), 1.0);
         }
         for &doc in &acc.touched {
-            let (names, mass) = &self.name_terms[doc as usize];
-            let covered: f32 = names
-                .iter()
-                .filter(|t| terms.binary_search(t).is_ok())
-                .map(|&t| self.idf[t as usize])
-                .sum();
-            if *mass > 0.0 {
-                acc.score[doc as usize] += self.cfg.name_coverage * covered / mass;
-            }
             acc.score[doc as usize] += group_scores[self.group_of[doc as usize] as usize];
         }
         self.feedback(&mut acc, &terms, &allowed);

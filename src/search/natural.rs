@@ -1,11 +1,790 @@
-//! TEMPORARY placeholder.
+//! Natural-language ranker (`RANKING_NATURAL`): BM25F over the SPEC §5 searchable fields, for
+//! queries written as requests ("Can you find me recent papers on …") rather than keywords.
+//!
+//! Text is split into words at identifier boundaries (`get_stock_price`, `customerName`,
+//! `crm__find`), filler words are dropped and English words stemmed (see `analyze`). On top of
+//! per-field BM25F: adjacent-pair (bigram) matches, a bonus for covering the tool's name, a
+//! group prior (the tool's whole server fits the request) and one round of pseudo-relevance
+//! feedback. Each was kept because it raised recall on the development sets.
+//!
+//! Everything query-independent (field-length normalisation, saturation, IDF) is folded into
+//! the posting weights at build time: a query only sums postings of its terms.
+
+mod analyze;
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use self::analyze::Analyzer;
 use super::SearchDoc;
-#[derive(Debug, Clone, Default)]
-pub struct NaturalConfig;
-pub struct NaturalIndex(Vec<String>);
+
+/// Weight and length normalisation of one searchable field.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FieldParams {
+    /// Multiplies the field's term frequency (0 = field ignored).
+    pub weight: f32,
+    /// BM25 length normalisation of the field, 0 (none) ..= 1 (full).
+    pub b: f32,
+}
+
+/// Ranker parameters. `Default` holds the values tuned on the development sets (on one half
+/// of each set's queries; see the evaluation harness, `toolrouter-eval --half`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NaturalConfig {
+    /// BM25 term-frequency saturation.
+    pub k1: f32,
+    /// (1) local name.
+    pub name: FieldParams,
+    /// (2) description.
+    pub description: FieldParams,
+    /// (3) group identifier.
+    pub group: FieldParams,
+    /// (4) input property names.
+    pub property_names: FieldParams,
+    /// (5) descriptions inside the input schema.
+    pub schema_descriptions: FieldParams,
+    /// (6) `additional_search_text`: operator-chosen words, weighted like the description.
+    pub additional_search_text: FieldParams,
+    /// English (Porter2) stemming of tool text and queries.
+    pub stem: bool,
+    /// Drop function words (both sides) and request boilerplate (queries only).
+    pub stop_words: bool,
+    /// Weight of adjacent query-term pairs that are also adjacent in the name or description.
+    pub bigram: f32,
+    /// Bonus for the IDF-weighted share of the tool name's terms found in the query.
+    pub name_coverage: f32,
+    /// Weight of the group's own relevance (BM25 over all its tools' text as one document),
+    /// added to each matching tool of the group: tools of a server that fits the request as
+    /// a whole rise together. 0 = off.
+    pub group_prior: f32,
+    /// Length normalisation of the group documents.
+    pub group_b: f32,
+    /// Pseudo-relevance feedback: the `prf_terms` strongest terms of the `prf_docs` best tools
+    /// are added to the query with weight `prf_weight` (relative to the best one). 0 = off.
+    pub prf_docs: usize,
+    pub prf_terms: usize,
+    pub prf_weight: f32,
+}
+
+impl Default for NaturalConfig {
+    fn default() -> Self {
+        let f = |weight, b| FieldParams { weight, b };
+        NaturalConfig {
+            k1: 1.5,
+            name: f(3.0, 0.8),
+            description: f(1.0, 0.5),
+            group: f(2.5, 0.8),
+            property_names: f(1.0, 0.75),
+            schema_descriptions: f(0.3, 0.75),
+            additional_search_text: f(1.0, 0.5),
+            stem: true,
+            stop_words: true,
+            bigram: 0.25,
+            name_coverage: 2.0,
+            group_prior: 0.3,
+            group_b: 1.0,
+            prf_docs: 3,
+            prf_terms: 10,
+            prf_weight: 0.5,
+        }
+    }
+}
+
+const FIELDS: usize = 6;
+/// Fields whose word order is meaningful, for bigrams: name and description.
+const PHRASE_FIELDS: usize = 2;
+
+impl NaturalConfig {
+    /// Field parameters in the order of `field_texts`.
+    fn fields(&self) -> [FieldParams; FIELDS] {
+        [
+            self.name,
+            self.description,
+            self.group,
+            self.property_names,
+            self.schema_descriptions,
+            self.additional_search_text,
+        ]
+    }
+}
+
+/// The searchable texts of a document in SPEC §5 field order.
+fn field_texts(d: &SearchDoc) -> [String; FIELDS] {
+    [
+        d.name.clone(),
+        d.description.clone(),
+        d.group.clone(),
+        d.property_names.join(" "),
+        d.schema_descriptions.join("\n"),
+        d.additional_search_text.clone(),
+    ]
+}
+
+/// BM25 IDF, never negative.
+fn idf(n: f32, df: usize) -> f32 {
+    (1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln()
+}
+
+/// Turns postings holding pseudo term frequencies into final contributions
+/// `scale · idf · tf (k1 + 1) / (k1 + tf)` over `n` documents.
+fn finish_bm25<'a>(
+    postings: impl IntoIterator<Item = &'a mut Vec<(u32, f32)>>,
+    n: f32,
+    k1: f32,
+    scale: f32,
+) {
+    for list in postings {
+        let w_idf = scale * idf(n, list.len());
+        for (_, w) in list.iter_mut() {
+            *w = w_idf * *w * (k1 + 1.0) / (k1 + *w);
+        }
+    }
+}
+
+/// Appends `(key, value)` pairs of `tf` to `postings[key]` as `(id, value)`, in key order so
+/// that the build is deterministic.
+fn push_sorted(tf: &HashMap<u32, f32>, id: u32, postings: &mut [Vec<(u32, f32)>]) {
+    let mut entries: Vec<(u32, f32)> = tf.iter().map(|(&t, &w)| (t, w)).collect();
+    entries.sort_unstable_by_key(|&(t, _)| t);
+    for (t, w) in entries {
+        if w > 0.0 {
+            postings[t as usize].push((id, w));
+        }
+    }
+}
+
+/// Immutable inverted index over one catalog; `Send + Sync`, shared by concurrent queries.
+pub struct NaturalIndex {
+    cfg: NaturalConfig,
+    analyzer: Analyzer,
+    /// Stemmed term → id.
+    vocab: HashMap<String, u32>,
+    /// Lower-case word found in the catalog → its term (None: stop word).
+    surface: HashMap<String, Option<u32>>,
+    /// Per term: (doc, BM25F contribution), docs ascending.
+    postings: Vec<Vec<(u32, f32)>>,
+    /// Per adjacent term pair: (doc, contribution).
+    bigrams: HashMap<(u32, u32), Vec<(u32, f32)>>,
+    /// Per term: (group, group-prior contribution).
+    group_postings: Vec<Vec<(u32, f32)>>,
+    /// Per doc: (term, contribution), for feedback; empty when feedback is off.
+    doc_terms: Vec<Vec<(u32, f32)>>,
+    group_of: Vec<u32>,
+    group_ids: HashMap<String, u32>,
+    /// Position of each doc in canonical-name order, the final tie-break.
+    canon_rank: Vec<u32>,
+    /// Lower-cased local and canonical names → docs, for exact-name queries.
+    exact: HashMap<String, Vec<u32>>,
+}
+
 impl NaturalIndex {
-    pub fn build(docs: &[SearchDoc], _cfg: &NaturalConfig) -> Self { NaturalIndex(docs.iter().map(|d| d.name.clone()).collect()) }
-    pub fn search(&self, query: &str, _group: Option<&str>, k: usize) -> (Vec<(u32, f32)>, usize) {
-        let v: Vec<(u32,f32)> = self.0.iter().enumerate().filter(|(_, n)| query.contains(n.as_str())).map(|(i,_)| (i as u32, 1.0)).collect(); let n=v.len(); (v.into_iter().take(k).collect(), n)
+    pub fn build(docs: &[SearchDoc], cfg: &NaturalConfig) -> Self {
+        let analyzer = Analyzer::new(cfg.stem, cfg.stop_words);
+        let params = cfg.fields();
+        let mut vocab: HashMap<String, u32> = HashMap::new();
+        // Word seen → its term (None: stop word), so that each distinct word is filtered and
+        // stemmed once, at build time and for queries.
+        let mut surface: HashMap<String, Option<u32>> = HashMap::new();
+        // fields[doc][field] = the field's terms in text order.
+        let mut fields: Vec<[Vec<u32>; FIELDS]> = Vec::with_capacity(docs.len());
+        for d in docs {
+            fields.push(field_texts(d).map(|text| {
+                let mut terms = Vec::new();
+                analyze::for_each_word(&text, usize::MAX, |w| {
+                    let id = match surface.get(w) {
+                        Some(&id) => id,
+                        None => {
+                            let id = (!analyzer.is_doc_stop(w)).then(|| {
+                                let next = vocab.len() as u32;
+                                *vocab.entry(analyzer.stem(w)).or_insert(next)
+                            });
+                            surface.insert(w.to_owned(), id);
+                            id
+                        }
+                    };
+                    terms.extend(id);
+                });
+                terms
+            }));
+        }
+        let n = docs.len().max(1) as f32;
+
+        let mut avg_len = [0f32; FIELDS];
+        for doc in &fields {
+            for (f, terms) in doc.iter().enumerate() {
+                avg_len[f] += terms.len() as f32 / n;
+            }
+        }
+        let norm = |p: FieldParams, len: usize, avg: f32| {
+            if avg > 0.0 {
+                1.0 - p.b + p.b * len as f32 / avg
+            } else {
+                1.0
+            }
+        };
+
+        // BM25F pseudo term frequency: weighted, length-normalised counts summed over fields.
+        let mut postings: Vec<Vec<(u32, f32)>> = vec![Vec::new(); vocab.len()];
+        let mut tf: HashMap<u32, f32> = HashMap::new();
+        for (doc, doc_fields) in fields.iter().enumerate() {
+            tf.clear();
+            for (f, terms) in doc_fields.iter().enumerate() {
+                let w = params[f].weight / norm(params[f], terms.len(), avg_len[f]);
+                for &t in terms {
+                    *tf.entry(t).or_default() += w;
+                }
+            }
+            push_sorted(&tf, doc as u32, &mut postings);
+        }
+        let idf: Vec<f32> = postings.iter().map(|l| idf(n, l.len())).collect();
+        finish_bm25(&mut postings, n, cfg.k1, 1.0);
+        // The name-coverage bonus sums over the query terms found in the name, so it folds
+        // into those terms' postings.
+        if cfg.name_coverage > 0.0 {
+            for (doc, f) in fields.iter().enumerate() {
+                let mut names = f[0].clone();
+                names.sort_unstable();
+                names.dedup();
+                let mass: f32 = names.iter().map(|&t| idf[t as usize]).sum();
+                for &t in names.iter().filter(|_| mass > 0.0) {
+                    let list = &mut postings[t as usize];
+                    if let Ok(i) = list.binary_search_by_key(&(doc as u32), |&(d, _)| d) {
+                        list[i].1 += cfg.name_coverage * idf[t as usize] / mass;
+                    }
+                }
+            }
+        }
+
+        let mut bigrams: HashMap<(u32, u32), Vec<(u32, f32)>> = HashMap::new();
+        if cfg.bigram > 0.0 {
+            let mut pairs: Vec<((u32, u32), f32)> = Vec::new();
+            for (doc, doc_fields) in fields.iter().enumerate() {
+                pairs.clear();
+                for (f, terms) in doc_fields.iter().enumerate().take(PHRASE_FIELDS) {
+                    for w in terms.windows(2) {
+                        pairs.push(((w[0], w[1]), params[f].weight));
+                    }
+                }
+                pairs.sort_unstable_by_key(|&(p, _)| p);
+                for chunk in pairs.chunk_by(|a, b| a.0 == b.0) {
+                    let w = chunk.iter().map(|&(_, w)| w).sum();
+                    bigrams.entry(chunk[0].0).or_default().push((doc as u32, w));
+                }
+            }
+            finish_bm25(bigrams.values_mut(), n, cfg.k1, cfg.bigram);
+        }
+
+        let mut group_ids: HashMap<String, u32> = HashMap::new();
+        let group_of: Vec<u32> = docs
+            .iter()
+            .map(|d| {
+                let next = group_ids.len() as u32;
+                *group_ids.entry(d.group.clone()).or_insert(next)
+            })
+            .collect();
+        let group_postings = if cfg.group_prior > 0.0 {
+            group_postings(
+                &fields,
+                &group_of,
+                group_ids.len(),
+                vocab.len(),
+                &params,
+                cfg,
+            )
+        } else {
+            vec![Vec::new(); vocab.len()]
+        };
+
+        let mut doc_terms: Vec<Vec<(u32, f32)>> = vec![Vec::new(); docs.len()];
+        if cfg.prf_docs > 0 {
+            for (t, list) in postings.iter().enumerate() {
+                for &(d, w) in list {
+                    doc_terms[d as usize].push((t as u32, w));
+                }
+            }
+        }
+
+        let mut order: Vec<u32> = (0..docs.len() as u32).collect();
+        order.sort_by(|&a, &b| docs[a as usize].canonical.cmp(&docs[b as usize].canonical));
+        let mut canon_rank = vec![0u32; docs.len()];
+        for (rank, &doc) in order.iter().enumerate() {
+            canon_rank[doc as usize] = rank as u32;
+        }
+        let mut exact: HashMap<String, Vec<u32>> = HashMap::new();
+        for (i, d) in docs.iter().enumerate() {
+            for name in [&d.name, &d.canonical] {
+                let list = exact.entry(name.to_lowercase()).or_default();
+                if list.last() != Some(&(i as u32)) {
+                    list.push(i as u32);
+                }
+            }
+        }
+        NaturalIndex {
+            cfg: cfg.clone(),
+            analyzer,
+            vocab,
+            surface,
+            postings,
+            bigrams,
+            group_postings,
+            doc_terms,
+            group_of,
+            group_ids,
+            canon_rank,
+            exact,
+        }
+    }
+
+    /// Ranks the documents for `query`: exact-name matches (the trimmed query equals a local
+    /// or canonical name, case-insensitively) first, then by descending score, then by
+    /// canonical name ascending (bytewise). `group` filters first; an unknown group has no
+    /// candidates. Returns the top `k` as (doc, score) and the number of candidates (exact
+    /// matches and documents sharing at least one query term, after the group filter).
+    pub fn search(&self, query: &str, group: Option<&str>, k: usize) -> (Vec<(u32, f32)>, usize) {
+        let group = match group.map(|g| self.group_ids.get(g)) {
+            Some(None) => return (Vec::new(), 0),
+            Some(Some(&id)) => Some(id),
+            None => None,
+        };
+        let allowed = |doc: u32| group.is_none_or(|g| self.group_of[doc as usize] == g);
+        let mut acc = Scores::new(self.group_of.len());
+
+        let seq: Vec<Option<u32>> = self
+            .analyzer
+            .query_words(query)
+            .iter()
+            .map(|w| match self.surface.get(w) {
+                Some(&known) => known,
+                None => self.vocab.get(&self.analyzer.stem(w)).copied(),
+            })
+            .collect();
+        let mut pairs: Vec<(u32, u32)> = seq
+            .windows(2)
+            .filter_map(|w| Some((w[0]?, w[1]?)))
+            .filter(|(a, b)| a != b)
+            .collect();
+        pairs.sort_unstable();
+        pairs.dedup();
+        // Each distinct term counts once: restating a word does not make a tool more relevant.
+        let mut terms: Vec<u32> = seq.into_iter().flatten().collect();
+        terms.sort_unstable();
+        terms.dedup();
+
+        let mut group_scores = vec![0f32; self.group_ids.len()];
+        for &t in &terms {
+            acc.add_all(&self.postings[t as usize], 1.0);
+            for &(g, w) in &self.group_postings[t as usize] {
+                group_scores[g as usize] += w;
+            }
+        }
+        for p in &pairs {
+            acc.add_all(self.bigrams.get(p).map_or(&[], Vec::as_slice), 1.0);
+        }
+        for &doc in &acc.touched {
+            acc.score[doc as usize] += group_scores[self.group_of[doc as usize] as usize];
+        }
+        self.feedback(&mut acc, &terms, &allowed);
+
+        let exact = self
+            .exact
+            .get(&query.trim().to_lowercase())
+            .map_or(&[][..], Vec::as_slice);
+        // (doc, exact, score)
+        let mut cands: Vec<(u32, bool, f32)> = acc
+            .touched
+            .iter()
+            .chain(exact.iter().filter(|&&d| acc.score[d as usize] == 0.0))
+            .filter(|&&d| allowed(d))
+            .map(|&d| (d, exact.contains(&d), acc.score[d as usize]))
+            .collect();
+        let total = cands.len();
+        if k == 0 {
+            return (Vec::new(), total);
+        }
+        let order = |a: &(u32, bool, f32), b: &(u32, bool, f32)| -> Ordering {
+            b.1.cmp(&a.1)
+                .then(b.2.total_cmp(&a.2))
+                .then(self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]))
+        };
+        if cands.len() > k {
+            cands.select_nth_unstable_by(k - 1, order);
+            cands.truncate(k);
+        }
+        cands.sort_unstable_by(order);
+        (
+            cands.into_iter().map(|(doc, _, s)| (doc, s)).collect(),
+            total,
+        )
+    }
+
+    /// Pseudo-relevance feedback: adds the strongest other terms of the best allowed docs to
+    /// the query, weighted by their strength there (relative to the strongest).
+    fn feedback(&self, acc: &mut Scores, terms: &[u32], allowed: &dyn Fn(u32) -> bool) {
+        if self.cfg.prf_docs == 0 || self.cfg.prf_weight <= 0.0 {
+            return;
+        }
+        let mut top: Vec<(u32, f32)> = acc
+            .touched
+            .iter()
+            .filter(|&&d| allowed(d))
+            .map(|&d| (d, acc.score[d as usize]))
+            .collect();
+        let by_score = |a: &(u32, f32), b: &(u32, f32)| {
+            b.1.total_cmp(&a.1)
+                .then(self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]))
+        };
+        if top.len() > self.cfg.prf_docs {
+            top.select_nth_unstable_by(self.cfg.prf_docs - 1, by_score);
+            top.truncate(self.cfg.prf_docs);
+        }
+        top.sort_unstable_by(by_score);
+        let Some(&(_, best)) = top.first() else {
+            return;
+        };
+        let mut strength: HashMap<u32, f32> = HashMap::new();
+        for &(d, s) in &top {
+            for &(t, w) in &self.doc_terms[d as usize] {
+                if terms.binary_search(&t).is_err() {
+                    *strength.entry(t).or_default() += w * s / best;
+                }
+            }
+        }
+        let mut expansion: Vec<(u32, f32)> = strength.into_iter().collect();
+        expansion.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+        expansion.truncate(self.cfg.prf_terms);
+        let Some(&(_, max)) = expansion.first() else {
+            return;
+        };
+        for &(t, e) in &expansion {
+            let f = self.cfg.prf_weight * e / max;
+            for &(doc, w) in &self.postings[t as usize] {
+                if acc.score[doc as usize] > 0.0 {
+                    acc.score[doc as usize] += f * w;
+                }
+            }
+        }
+    }
+}
+
+/// Group-prior postings: each group is one document made of all its tools' field terms
+/// (field-weighted counts), length-normalised against the other groups.
+fn group_postings(
+    fields: &[[Vec<u32>; FIELDS]],
+    group_of: &[u32],
+    groups: usize,
+    vocab: usize,
+    params: &[FieldParams; FIELDS],
+    cfg: &NaturalConfig,
+) -> Vec<Vec<(u32, f32)>> {
+    let mut counts: Vec<HashMap<u32, f32>> = vec![HashMap::new(); groups];
+    let mut len = vec![0f32; groups];
+    for (doc, doc_fields) in fields.iter().enumerate() {
+        let g = group_of[doc] as usize;
+        for (f, terms) in doc_fields
+            .iter()
+            .enumerate()
+            .filter(|(f, _)| params[*f].weight > 0.0)
+        {
+            len[g] += terms.len() as f32;
+            for &t in terms {
+                *counts[g].entry(t).or_default() += params[f].weight;
+            }
+        }
+    }
+    let avg = len.iter().sum::<f32>() / groups.max(1) as f32;
+    let mut postings: Vec<Vec<(u32, f32)>> = vec![Vec::new(); vocab];
+    for (g, c) in counts.iter_mut().enumerate() {
+        let norm = if avg > 0.0 {
+            1.0 - cfg.group_b + cfg.group_b * len[g] / avg
+        } else {
+            1.0
+        };
+        c.values_mut().for_each(|w| *w /= norm);
+        push_sorted(c, g as u32, &mut postings);
+    }
+    finish_bm25(&mut postings, groups as f32, cfg.k1, cfg.group_prior);
+    postings
+}
+
+/// Per-query score accumulator: dense scores plus the docs that have one.
+struct Scores {
+    score: Vec<f32>,
+    touched: Vec<u32>,
+}
+
+impl Scores {
+    fn new(docs: usize) -> Self {
+        Scores {
+            score: vec![0.0; docs],
+            touched: Vec::new(),
+        }
+    }
+
+    fn add_all(&mut self, postings: &[(u32, f32)], factor: f32) {
+        for &(doc, w) in postings {
+            let s = &mut self.score[doc as usize];
+            // Contributions are never negative, so a doc turns positive at most once.
+            let was_zero = *s == 0.0;
+            *s += factor * w;
+            if was_zero && *s > 0.0 {
+                self.touched.push(doc);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn doc(group: &str, name: &str, description: &str) -> SearchDoc {
+        SearchDoc {
+            name: name.to_owned(),
+            description: description.to_owned(),
+            group: group.to_owned(),
+            canonical: format!("{}__{name}", group.replace('_', "_u")),
+            ..SearchDoc::default()
+        }
+    }
+
+    fn catalog() -> Vec<SearchDoc> {
+        vec![
+            doc(
+                "weather",
+                "get_forecast",
+                "Weather forecast for a city for the next days.",
+            ),
+            doc(
+                "weather",
+                "air_quality",
+                "Air quality index for a zip code.",
+            ),
+            doc("crm", "getCustomerName", "Look up a person's display name."),
+            doc(
+                "crm",
+                "delete_customer",
+                "Delete a customer record permanently.",
+            ),
+            doc("papers", "search", "Search academic papers by topic."),
+            doc("cli", "usage", "Help for the command line."),
+        ]
+    }
+
+    fn names(docs: &[SearchDoc], hits: &[(u32, f32)]) -> Vec<String> {
+        hits.iter()
+            .map(|&(d, _)| docs[d as usize].canonical.clone())
+            .collect()
+    }
+
+    fn top(
+        docs: &[SearchDoc],
+        cfg: &NaturalConfig,
+        query: &str,
+        group: Option<&str>,
+    ) -> Vec<String> {
+        names(
+            docs,
+            &NaturalIndex::build(docs, cfg).search(query, group, 10).0,
+        )
+    }
+
+    #[test]
+    fn index_is_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<NaturalIndex>();
+    }
+
+    #[test]
+    fn identifiers_are_split_into_words() {
+        let docs = catalog();
+        let cfg = NaturalConfig::default();
+        // camelCase name matched by plain words; snake_case name and `group__tool` likewise.
+        assert_eq!(
+            top(&docs, &cfg, "customer name", None)[0],
+            "crm__getCustomerName"
+        );
+        assert_eq!(
+            top(&docs, &cfg, "the air quality please", None)[0],
+            "weather__air_quality"
+        );
+        assert_eq!(
+            top(&docs, &cfg, "crm delete customer", None)[0],
+            "crm__delete_customer"
+        );
+    }
+
+    #[test]
+    fn stemming_matches_word_forms() {
+        let docs = catalog();
+        let stemmed = NaturalConfig::default();
+        let plain = NaturalConfig {
+            stem: false,
+            ..NaturalConfig::default()
+        };
+        assert_eq!(
+            top(&docs, &stemmed, "forecasts", None)[0],
+            "weather__get_forecast"
+        );
+        assert!(top(&docs, &plain, "forecasts", None).is_empty());
+        assert_eq!(
+            top(&docs, &stemmed, "searching for a paper", None)[0],
+            "papers__search"
+        );
+    }
+
+    #[test]
+    fn request_boilerplate_does_not_match() {
+        let docs = catalog();
+        let cfg = NaturalConfig::default();
+        // "help" is boilerplate in a request: the weather words decide.
+        let idx = NaturalIndex::build(&docs, &cfg);
+        let (hits, total) = idx.search(
+            "Can you please help me with the weather forecast?",
+            None,
+            10,
+        );
+        assert_eq!(names(&docs, &hits)[0], "weather__get_forecast");
+        assert!(
+            !names(&docs, &hits).contains(&"cli__usage".to_owned()),
+            "{total}"
+        );
+        // A query of boilerplate only still searches its words.
+        assert_eq!(top(&docs, &cfg, "help", None), ["cli__usage"]);
+        // Without stop words, function words match too.
+        let no_stop = NaturalConfig {
+            stop_words: false,
+            ..NaturalConfig::default()
+        };
+        assert!(
+            NaturalIndex::build(&docs, &no_stop)
+                .search("for the", None, 10)
+                .1
+                > 0
+        );
+        assert_eq!(
+            NaturalIndex::build(&docs, &cfg)
+                .search("for the", None, 10)
+                .1,
+            0
+        );
+    }
+
+    #[test]
+    fn field_weights_decide_between_fields() {
+        // "record" is in the name of one tool and the description of the other.
+        let docs = vec![
+            doc("a", "record_audio", "Capture sound from the microphone."),
+            doc("b", "archive", "Store a record in the archive."),
+        ];
+        // Plain BM25F: no name-coverage bonus, group prior or feedback.
+        let by_name = NaturalConfig {
+            name_coverage: 0.0,
+            prf_docs: 0,
+            group_prior: 0.0,
+            ..NaturalConfig::default()
+        };
+        assert_eq!(
+            top(&docs, &by_name, "record", None),
+            ["a__record_audio", "b__archive"]
+        );
+        let by_description = NaturalConfig {
+            name: FieldParams {
+                weight: 0.2,
+                b: 0.8,
+            },
+            description: FieldParams {
+                weight: 3.0,
+                b: 0.5,
+            },
+            ..by_name.clone()
+        };
+        assert_eq!(
+            top(&docs, &by_description, "record", None),
+            ["b__archive", "a__record_audio"]
+        );
+        let name_ignored = NaturalConfig {
+            name: FieldParams {
+                weight: 0.0,
+                b: 0.0,
+            },
+            ..by_name
+        };
+        assert_eq!(top(&docs, &name_ignored, "record", None), ["b__archive"]);
+    }
+
+    #[test]
+    fn exact_name_ranks_first() {
+        let docs = catalog();
+        let cfg = NaturalConfig::default();
+        assert_eq!(top(&docs, &cfg, " SEARCH ", None)[0], "papers__search");
+        assert_eq!(
+            top(&docs, &cfg, "crm__delete_customer", None)[0],
+            "crm__delete_customer"
+        );
+    }
+
+    #[test]
+    fn ties_break_by_canonical_name_whatever_the_doc_order() {
+        let mut docs = vec![
+            doc("zeta", "lookup", "Find a city."),
+            doc("alpha", "lookup", "Find a city."),
+            doc("alpha_x", "lookup", "Find a city."),
+        ];
+        // Same text and equal group text: equal scores.
+        let cfg = NaturalConfig {
+            group: FieldParams {
+                weight: 0.0,
+                b: 0.0,
+            },
+            ..NaturalConfig::default()
+        };
+        let expected = ["alpha__lookup", "alpha_ux__lookup", "zeta__lookup"];
+        assert_eq!(top(&docs, &cfg, "find city", None), expected);
+        docs.reverse();
+        assert_eq!(top(&docs, &cfg, "find city", None), expected);
+    }
+
+    #[test]
+    fn deterministic_across_builds_and_queries() {
+        let docs = catalog();
+        let cfg = NaturalConfig::default();
+        let a = NaturalIndex::build(&docs, &cfg);
+        let b = NaturalIndex::build(&docs, &cfg);
+        for q in ["weather in a city", "delete a customer record", "papers"] {
+            let first = a.search(q, None, 10);
+            assert_eq!(first, a.search(q, None, 10));
+            assert_eq!(first, b.search(q, None, 10));
+            assert!(
+                first.0.windows(2).all(|w| w[0].1 >= w[1].1),
+                "{q}: descending scores"
+            );
+        }
+    }
+
+    #[test]
+    fn group_filter_applies_first() {
+        let docs = catalog();
+        let idx = NaturalIndex::build(&docs, &NaturalConfig::default());
+        let (hits, total) = idx.search("customer record weather", Some("crm"), 10);
+        assert_eq!(total, 2);
+        assert!(names(&docs, &hits).iter().all(|n| n.starts_with("crm__")));
+        assert_eq!(idx.search("weather", Some("nope"), 10), (Vec::new(), 0));
+        // An exact canonical name outside the group is filtered out too.
+        assert_eq!(idx.search("papers__search", Some("crm"), 10).1, 0);
+    }
+
+    #[test]
+    fn k_limits_the_page_not_the_total() {
+        let docs = catalog();
+        let idx = NaturalIndex::build(&docs, &NaturalConfig::default());
+        let (all, total) = idx.search("customer weather papers", None, 10);
+        let (two, same_total) = idx.search("customer weather papers", None, 2);
+        assert_eq!(total, same_total);
+        assert_eq!(&all[..2], &two[..]);
+        assert_eq!(idx.search("customer", None, 0), (Vec::new(), 2));
+        assert_eq!(idx.search("   ", None, 10), (Vec::new(), 0));
     }
 }

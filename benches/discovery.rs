@@ -9,6 +9,7 @@ use std::sync::LazyLock;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
+use toolrouter::catalog::{AgentDefinition, Catalog, ClientSource, SourceKind, ToolConfig, ToolDeclaration, ToolGroup, ToolSource};
 use toolrouter::search::SearchDoc;
 use toolrouter::search::fields::schema_fields;
 use toolrouter::search::keyword::KeywordIndex;
@@ -214,11 +215,12 @@ fn input_schema(rng: &mut Rng, vocab: &[String]) -> Value {
     schema
 }
 
-fn catalog(size: usize, vocab: &[String], rng: &mut Rng) -> Vec<SearchDoc> {
+fn catalog(size: usize, vocab: &[String], rng: &mut Rng) -> (Vec<SearchDoc>, Vec<Value>) {
     let groups: Vec<String> = (0..size.div_ceil(TOOLS_PER_GROUP))
         .map(|i| format!("{}_{i}", DOMAINS[i % DOMAINS.len()]))
         .collect();
-    (0..size)
+    let mut schemas = Vec::with_capacity(size);
+    let docs = (0..size)
         .map(|i| {
             let group = &groups[i / TOOLS_PER_GROUP];
             // The tool index keeps names unique within a group.
@@ -232,7 +234,9 @@ fn catalog(size: usize, vocab: &[String], rng: &mut Rng) -> Vec<SearchDoc> {
                 ),
                 _ => format!("{}{}", rng.word(&VERBS), capitalize(rng.word(&NOUNS))),
             } + &format!("_{}", i % TOOLS_PER_GROUP);
-            let (property_names, schema_descriptions) = schema_fields(&input_schema(rng, vocab));
+            let schema = input_schema(rng, vocab);
+            let (property_names, schema_descriptions) = schema_fields(&schema);
+            schemas.push(schema);
             let additional_search_text = if rng.chance(30) {
                 (0..3)
                     .map(|_| rng.pick(vocab).as_str())
@@ -251,7 +255,38 @@ fn catalog(size: usize, vocab: &[String], rng: &mut Rng) -> Vec<SearchDoc> {
                 additional_search_text,
             }
         })
-        .collect()
+        .collect();
+    (docs, schemas)
+}
+
+/// The same tools as an agent definition (one client source per group), to time the whole
+/// version compile: schema parsing, lookup tables and the index.
+fn definition(docs: &[SearchDoc], schemas: &[Value]) -> AgentDefinition {
+    let mut def = AgentDefinition::default();
+    let mut source_of: std::collections::HashMap<&str, usize> = Default::default();
+    for (doc, schema) in docs.iter().zip(schemas) {
+        let i = *source_of.entry(doc.group.as_str()).or_insert_with(|| {
+            let id = format!("src-{}", doc.group);
+            def.groups.insert(doc.group.clone(), ToolGroup { description: "synthetic".into(), source_ids: vec![id.clone()] });
+            def.sources.push(ToolSource { id, kind: SourceKind::Client(ClientSource::default()), ..Default::default() });
+            def.sources.len() - 1
+        });
+        if let SourceKind::Client(c) = &mut def.sources[i].kind {
+            c.tools.push(ToolDeclaration {
+                name: doc.name.clone(),
+                description: doc.description.clone(),
+                input_schema: schema.to_string(),
+                ..Default::default()
+            });
+        }
+        if !doc.additional_search_text.is_empty() {
+            def.sources[i].tool_configs.insert(
+                doc.name.clone(),
+                ToolConfig { pin: false, additional_search_text: doc.additional_search_text.clone() },
+            );
+        }
+    }
+    def
 }
 
 fn recase(rng: &mut Rng, text: &str) -> String {
@@ -466,8 +501,14 @@ fn main() {
         "x_p50",
         "x_p99"
     );
+    let mut compiles = Vec::new();
     for size in options.sizes {
-        let docs = catalog(size, &vocab, &mut rng);
+        let (docs, schemas) = catalog(size, &vocab, &mut rng);
+        let def = definition(&docs, &schemas);
+        let start = Instant::now();
+        let compiled = Catalog::compile(&def, &Default::default());
+        compiles.push((size, start.elapsed(), compiled.tools.len()));
+        drop(compiled);
         let start = Instant::now();
         let index = KeywordIndex::build(&docs);
         let build = start.elapsed();
@@ -531,5 +572,10 @@ fn main() {
             naive.len(),
             quantiles(&naive_wall, &[0.50, 0.99], 10),
         );
+    }
+    println!("\nversion compile (Catalog::compile: parse schemas, lookup tables, keyword index; validators compile on first call)");
+    for (size, took, tools) in compiles {
+        let verdict = if size == 10_000 { if took <= Duration::from_secs(1) { "ok (budget 1 s)" } else { "OVER (budget 1 s)" } } else { "-" };
+        println!("{size:>7} tools: {:>9.1} ms  ({tools} prepared)  {verdict}", took.as_secs_f64() * 1e3);
     }
 }

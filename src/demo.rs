@@ -43,6 +43,12 @@ impl ToolExecutor for DemoExecutor {
                 input_schema_json: r#"{"type":"object","properties":{"customer_id":{"type":"integer","description":"Numeric customer ID"}},"required":["customer_id"]}"#.into(),
                 idempotent: true,
                 ..Default::default()
+            }, pb::ToolDeclaration {
+                name: "refund_payment".into(),
+                description: "Refund an amount to a customer's original payment method.".into(),
+                input_schema_json: r#"{"type":"object","properties":{"customer_id":{"type":"integer"},"amount":{"type":"number","exclusiveMinimum":0}},"required":["customer_id","amount"]}"#.into(),
+                requires_approval: true,
+                ..Default::default()
             }],
         }))
     }
@@ -54,7 +60,7 @@ pub async fn serve(addr: SocketAddr) -> anyhow::Result<()> {
     println!("demo executor listening on {}", listener.local_addr()?);
     tonic::transport::Server::builder()
         .add_service(ToolExecutorServer::new(DemoExecutor))
-        .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), async {
+        .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)), async {
             let _ = tokio::signal::ctrl_c().await;
         })
         .await?;

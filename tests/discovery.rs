@@ -502,3 +502,17 @@ async fn flat_profile_exposes_tool_search_and_call_tool_by_name() {
     let out = s.call("a", "", "", "call_tool", json!({"name": "billing__refund_payment", "arguments": {}})).await;
     assert!(matches!(out, pb::handle_tool_call_response::Outcome::Deferred(_)), "client tools defer");
 }
+
+#[tokio::test]
+async fn natural_ranking_for_discover_tools_keeps_exact_names_first_and_the_same_envelope() {
+    let mut d = billing();
+    d.control = Some(pb::ControlConfig { ranking: pb::Ranking::Natural as i32, ..Default::default() });
+    let s = with(d).await;
+    let v = ask(&s, "discover_tools", json!({"query": "I need to give a customer their money back for a payment"})).await;
+    assert_eq!(v["detail"], "summary");
+    assert!(names(&v).contains(&"billing__refund_payment".to_string()), "{v}");
+    let v = ask(&s, "discover_tools", json!({"query": "payment"})).await;
+    assert_eq!(names(&v)[0], "billing__payment", "exact names rank first under both rankings");
+    let v = ask_err(&s, "discover_tools", json!({"query": "payment", "group": "nope"})).await;
+    assert_eq!(v["error"], "unknown_group");
+}

@@ -223,7 +223,12 @@ fn rank(catalog: &Catalog, query: &str, group: Option<&str>, k: usize) -> (Vec<u
         let single_exact = total == 1 && hits.first().is_some_and(|h| h.exact);
         return (hits.iter().map(|h| catalog.grouped[h.doc as usize]).collect(), total, single_exact);
     }
-    // Exact-name precedence is the same under both rankings: exact matches first.
+    rank_natural(catalog, query, group, k)
+}
+
+/// The natural-language ranking, with the same exact-name precedence as §5: exact matches
+/// first, then the ranker's order.
+fn rank_natural(catalog: &Catalog, query: &str, group: Option<&str>, k: usize) -> (Vec<u32>, usize, bool) {
     let exact = catalog.exact_matches(query, group);
     let (scored, n_natural) = catalog.natural().search(query, group, k.saturating_add(exact.len()));
     let natural_only = scored.iter().filter(|(d, _)| !exact.contains(d)).count();
@@ -432,13 +437,8 @@ fn tool_search_page(catalog: &Catalog, query: &str, limit: Option<u32>) -> Resul
         let all = &catalog.grouped_by_name;
         (all[..all.len().min(limit as usize)].to_vec(), all.len())
     } else {
-        let exact = catalog.exact_matches(query, None);
-        let (scored, n) = catalog.natural().search(query, None, limit as usize + exact.len());
-        let mut docs = exact.clone();
-        docs.extend(scored.iter().map(|(d, _)| *d).filter(|d| !exact.contains(d)));
-        docs.truncate(limit as usize);
-        let overlap = scored.iter().filter(|(d, _)| exact.contains(d)).count();
-        (docs.into_iter().map(|d| catalog.grouped[d as usize]).collect(), exact.len() + n - overlap)
+        let (ranked, total, _) = rank_natural(catalog, query, None, limit as usize);
+        (ranked, total)
     };
     tool_page(catalog, &ranked, total, 0, Detail::Full)
 }

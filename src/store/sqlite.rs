@@ -311,19 +311,27 @@ impl SqliteStore {
 
     /// Claims (agent, run, tool_call_id) for execution, or reports who has it.
     pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
-        let inserted = sqlx::query("INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(call_id)
-            .bind(now)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-        if inserted == 1 {
-            return Ok(Claim::New);
+        // A claim released between our insert and our read is claimed again, never assumed:
+        // only the caller whose insert succeeded may execute.
+        for _ in 0..3 {
+            let inserted = sqlx::query("INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING")
+                .bind(tenant)
+                .bind(agent_id)
+                .bind(run_id)
+                .bind(call_id)
+                .bind(now)
+                .execute(&self.pool)
+                .await?
+                .rows_affected();
+            if inserted == 1 {
+                return Ok(Claim::New);
+            }
+            if let Some(claim) = self.call_state(tenant, agent_id, run_id, call_id).await? {
+                return Ok(claim);
+            }
         }
-        self.call_state(tenant, agent_id, run_id, call_id).await.map(|c| c.unwrap_or(Claim::New))
+        // Still racing with releases: report it as running so the caller waits and asks again.
+        Ok(Claim::Running { since: now })
     }
 
     pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {

@@ -58,6 +58,18 @@ pub struct ServeArgs {
     /// API key file: a JSON array of {"tenant", "sha256", "identity"}; re-read on change.
     #[arg(long, env = "TOOLROUTER_API_KEYS", value_name = "FILE")]
     pub api_keys: Option<PathBuf>,
+    /// JWT: required issuer (`iss`); with --jwt-audience and --jwt-jwks, enables JWT bearer tokens.
+    #[arg(long, env = "TOOLROUTER_JWT_ISSUER", requires_all = ["jwt_audience", "jwt_jwks"])]
+    pub jwt_issuer: Option<String>,
+    /// JWT: required audience (one of `aud`).
+    #[arg(long, env = "TOOLROUTER_JWT_AUDIENCE", requires = "jwt_issuer")]
+    pub jwt_audience: Option<String>,
+    /// JWT: JWKS file with the issuer's public keys (re-read on change).
+    #[arg(long, env = "TOOLROUTER_JWT_JWKS", value_name = "FILE", requires = "jwt_issuer")]
+    pub jwt_jwks: Option<PathBuf>,
+    /// JWT: the claim that names the tenant.
+    #[arg(long, default_value = "tenant_id", env = "TOOLROUTER_JWT_TENANT_CLAIM")]
+    pub jwt_tenant_claim: String,
     /// Serve without authentication on a non-loopback address (never in production).
     #[arg(long, env = "TOOLROUTER_INSECURE_NO_AUTH")]
     pub insecure_no_auth: bool,
@@ -161,7 +173,17 @@ impl From<ServeArgs> for ServerConfig {
             router: RouterConfig { run_idle: Duration::from_secs(a.run_idle_secs), auto_pin: !a.disable_auto_pin, ..Default::default() },
             clock: Arc::new(SystemClock),
             grace: Duration::from_secs(20),
-            auth: crate::auth::AuthConfig { api_keys: a.api_keys, insecure_no_auth: a.insecure_no_auth, reload_interval: Duration::from_secs(1) },
+            auth: crate::auth::AuthConfig {
+                api_keys: a.api_keys,
+                insecure_no_auth: a.insecure_no_auth,
+                reload_interval: Duration::from_secs(1),
+                jwt: match (a.jwt_issuer, a.jwt_audience, a.jwt_jwks) {
+                    (Some(issuer), Some(audience), Some(jwks)) => {
+                        Some(crate::auth::jwt::JwtConfig { issuer, audience, jwks, tenant_claim: a.jwt_tenant_claim })
+                    }
+                    _ => None,
+                },
+            },
             limits: Limits {
                 max_message_bytes: a.max_message_bytes,
                 max_schema_bytes: a.max_schema_bytes,

@@ -158,46 +158,14 @@ impl KeySet {
         self.len() == 0
     }
 
-    /// Re-reads the file every `interval` until `stop`; applies it when its contents
-    /// changed and parse, logs once per broken version otherwise.
+    /// Re-reads the file every `interval` until `stop` (see [`super::reload::watch_file`]).
     pub fn watch(self: Arc<Self>, interval: Duration, stop: CancellationToken) {
-        tokio::spawn(async move {
-            let mut seen = tokio::fs::read(&self.path).await.ok();
-            let mut tick = tokio::time::interval(interval);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut read_failed = false;
-            loop {
-                tokio::select! {
-                    _ = stop.cancelled() => break,
-                    _ = tick.tick() => {}
-                }
-                let text = match tokio::fs::read(&self.path).await {
-                    Ok(t) => {
-                        read_failed = false;
-                        t
-                    }
-                    Err(e) => {
-                        if !read_failed {
-                            tracing::error!(path = %self.path.display(), error = %KeyFileError::Read(e.kind()), "API key file unreadable; keeping the keys in force");
-                        }
-                        read_failed = true;
-                        continue;
-                    }
-                };
-                if seen.as_deref() == Some(text.as_slice()) {
-                    continue;
-                }
-                match parse(&text) {
-                    Ok(keys) => {
-                        tracing::info!(path = %self.path.display(), keys = keys.len(), "API keys reloaded");
-                        *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(keys);
-                    }
-                    Err(e) => {
-                        tracing::error!(path = %self.path.display(), error = %e, keys_in_force = self.len(), "API key file rejected; keeping the keys in force");
-                    }
-                }
-                seen = Some(text);
-            }
+        let path = self.path.clone();
+        super::reload::watch_file("API key", path, interval, stop, move |text| {
+            let keys = parse(text).map_err(|e| e.to_string())?;
+            let n = keys.len();
+            *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(keys);
+            Ok(n)
         });
     }
 }

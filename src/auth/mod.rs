@@ -3,7 +3,8 @@
 //! An [`Authenticator`] reads the `authorization: Bearer <key>` header of a request (gRPC
 //! metadata or a plain HTTP request: it only sees an [`http::HeaderMap`]) and answers the
 //! caller's [`Principal`]. Keys are kept as SHA-256 hashes only, loaded from a JSON file that
-//! is re-read when it changes ([`keys`]). With authentication off (local development) every
+//! is re-read when it changes ([`keys`]); JWTs are checked against a JWKS file ([`jwt`]).
+//! With authentication off (local development) every
 //! caller is the anonymous principal of tenant `default`.
 //!
 //! The gRPC side is [`layer::AuthLayer`]: it authenticates every call except health and
@@ -12,7 +13,9 @@
 
 pub mod keys;
 pub mod layer;
+pub mod jwt;
 pub mod limits;
+pub mod reload;
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -78,6 +81,8 @@ pub struct AuthConfig {
     pub insecure_no_auth: bool,
     /// How often the key file is checked for changes (0 = the default, 1 s).
     pub reload_interval: Duration,
+    /// JWT bearer tokens, checked when a token is not an API key.
+    pub jwt: Option<jwt::JwtConfig>,
 }
 
 impl AuthConfig {
@@ -90,6 +95,7 @@ impl AuthConfig {
 #[derive(Clone)]
 pub struct Authenticator {
     keys: Option<Arc<KeySet>>,
+    jwt: Option<Arc<jwt::JwtVerifier>>,
 }
 
 impl std::fmt::Debug for Authenticator {
@@ -101,39 +107,53 @@ impl std::fmt::Debug for Authenticator {
 impl Authenticator {
     /// No authentication: every caller is [`Principal::anonymous`].
     pub fn off() -> Self {
-        Self { keys: None }
+        Self { keys: None, jwt: None }
     }
 
     /// From the configuration: loads the key file (it must be valid at start-up) and keeps
     /// re-reading it until `stop` is cancelled.
     pub async fn from_config(cfg: &AuthConfig, stop: CancellationToken) -> anyhow::Result<Self> {
-        match &cfg.api_keys {
-            None => Ok(Self::off()),
+        let keys = match &cfg.api_keys {
+            None => None,
             Some(path) => {
                 let keys = KeySet::load(path.clone()).await?;
-                keys.clone().watch(cfg.reload_interval(), stop);
-                Ok(Self { keys: Some(keys) })
+                keys.clone().watch(cfg.reload_interval(), stop.clone());
+                Some(keys)
             }
-        }
+        };
+        let jwt = match &cfg.jwt {
+            None => None,
+            Some(j) => Some(jwt::JwtVerifier::load(j.clone(), cfg.reload_interval(), stop).await?),
+        };
+        Ok(Self { keys, jwt })
     }
 
     /// From a key set already loaded (tests, embedders).
     pub fn with_keys(keys: Arc<KeySet>) -> Self {
-        Self { keys: Some(keys) }
+        Self { keys: Some(keys), jwt: None }
     }
 
     /// Is any credential required?
     pub fn enabled(&self) -> bool {
-        self.keys.is_some()
+        self.keys.is_some() || self.jwt.is_some()
     }
 
     /// The caller of a request with these headers.
     pub fn authenticate(&self, headers: &http::HeaderMap) -> Result<Principal, AuthError> {
-        let Some(keys) = &self.keys else {
+        if !self.enabled() {
             return Ok(Principal::anonymous());
-        };
+        }
         let token = bearer_token(headers)?;
-        keys.principal(token).ok_or(AuthError::Invalid)
+        if let Some(p) = self.keys.as_ref().and_then(|k| k.principal(token)) {
+            return Ok(p);
+        }
+        // A JWT has three dot-separated parts; anything else can only have been a key.
+        if let Some(jwt) = &self.jwt
+            && token.bytes().filter(|&b| b == b'.').count() == 2
+        {
+            return jwt.verify(token).ok_or(AuthError::Invalid);
+        }
+        Err(AuthError::Invalid)
     }
 }
 
@@ -162,8 +182,8 @@ pub fn check_listeners(auth: &Authenticator, cfg: &AuthConfig, addrs: &[SocketAd
     let exposed: Vec<String> = addrs.iter().filter(|a| !a.ip().is_loopback()).map(|a| a.to_string()).collect();
     if !exposed.is_empty() && !cfg.insecure_no_auth {
         anyhow::bail!(
-            "refusing to listen on {} without authentication: configure API keys (--api-keys FILE / TOOLROUTER_API_KEYS), \
-             listen on a loopback address, or pass --insecure-no-auth",
+            "refusing to listen on {} without authentication: configure API keys (--api-keys FILE / TOOLROUTER_API_KEYS) \
+             or JWT (--jwt-issuer, --jwt-audience, --jwt-jwks), listen on a loopback address, or pass --insecure-no-auth",
             exposed.join(", ")
         );
     }

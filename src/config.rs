@@ -19,6 +19,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once at start-up
 pub enum Command {
     /// Run the service.
     Serve(ServeArgs),

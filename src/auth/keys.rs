@@ -132,17 +132,6 @@ impl KeySet {
         Ok(Arc::new(Self { path, current: RwLock::new(Arc::new(keys)) }))
     }
 
-    /// A key set from entries given directly (tests, embedders): (key, tenant, claims).
-    pub fn from_keys(entries: &[(&str, &str, &[(&str, &str)])]) -> Arc<Self> {
-        let mut keys = HashMap::new();
-        for (key, tenant, claims) in entries {
-            let mut identity: BTreeMap<String, String> = claims.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-            identity.insert(TENANT_CLAIM.to_string(), tenant.to_string());
-            keys.insert(Sha256::digest(key.as_bytes()).into(), Principal { tenant: tenant.to_string(), identity });
-        }
-        Arc::new(Self { path: PathBuf::new(), current: RwLock::new(Arc::new(keys)) })
-    }
-
     /// The principal of a presented key, if it is one of ours. The key is hashed first, so
     /// looking the hash up in a map reveals nothing about the key through timing.
     pub fn principal(&self, key: &str) -> Option<Principal> {

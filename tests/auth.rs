@@ -203,3 +203,19 @@ async fn claims_of_the_credential_win_over_claims_sent_in_the_run_context() {
     let metadata = exec.exec.last_metadata.lock().unwrap().clone();
     assert!(metadata.iter().all(|(k, v)| k != "authorization" && !v.contains(KEY_A)), "the caller's key is not forwarded: {metadata:?}");
 }
+
+#[tokio::test]
+async fn without_authentication_the_hosts_claims_pass_through_as_sent() {
+    let exec = spawn_executor(Behaviour::Echo).await;
+    let s = TestServer::start().await;
+    s.create("crm", crm_definition(&exec.endpoint())).await;
+    let mut run = run_ctx("run-1");
+    run.identity = [("user_id".to_string(), "ada".to_string()), ("tenant_id".to_string(), "local".to_string())].into();
+    let out = s
+        .handle_raw("crm", run, "c1", "call_tool", &json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": 42}}).to_string())
+        .await
+        .unwrap();
+    assert_eq!(result_of(&out), (json!("Ada"), false));
+    let identity = exec.exec.last.lock().unwrap().clone().unwrap().run.unwrap().identity;
+    assert_eq!((identity["user_id"].as_str(), identity["tenant_id"].as_str()), ("ada", "local"), "no credential, no claims to win");
+}

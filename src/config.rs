@@ -1,6 +1,7 @@
 //! Command line and environment configuration, validated into the server's runtime config.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ pub struct Cli {
 }
 
 #[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // parsed once at start-up
 pub enum Command {
     /// Run the service.
     Serve(ServeArgs),
@@ -52,7 +54,77 @@ pub struct ServeArgs {
     /// Turn auto-pinning off for every definition.
     #[arg(long, env = "TOOLROUTER_DISABLE_AUTO_PIN")]
     pub disable_auto_pin: bool,
+
+    // ----- security: authentication and limits (issue 6) -----
+    /// API key file: a JSON array of {"tenant", "sha256", "identity"}; re-read on change.
+    #[arg(long, env = "TOOLROUTER_API_KEYS", value_name = "FILE")]
+    pub api_keys: Option<PathBuf>,
+    /// JWT: required issuer (`iss`); with --jwt-audience and --jwt-jwks, enables JWT bearer tokens.
+    #[arg(long, env = "TOOLROUTER_JWT_ISSUER", requires_all = ["jwt_audience", "jwt_jwks"])]
+    pub jwt_issuer: Option<String>,
+    /// JWT: required audience (one of `aud`).
+    #[arg(long, env = "TOOLROUTER_JWT_AUDIENCE", requires = "jwt_issuer")]
+    pub jwt_audience: Option<String>,
+    /// JWT: JWKS file with the issuer's public keys (re-read on change).
+    #[arg(long, env = "TOOLROUTER_JWT_JWKS", value_name = "FILE", requires = "jwt_issuer")]
+    pub jwt_jwks: Option<PathBuf>,
+    /// JWT: the claim that names the tenant.
+    #[arg(long, default_value = "tenant_id", env = "TOOLROUTER_JWT_TENANT_CLAIM")]
+    pub jwt_tenant_claim: String,
+    /// Serve without authentication on a non-loopback address (never in production).
+    #[arg(long, env = "TOOLROUTER_INSECURE_NO_AUTH")]
+    pub insecure_no_auth: bool,
+    /// Largest gRPC request message, in bytes (encoded).
+    #[arg(long, default_value_t = Limits::default().max_message_bytes, env = "TOOLROUTER_MAX_MESSAGE_BYTES")]
+    pub max_message_bytes: usize,
+    /// Largest JSON Schema of a tool (input or output), in bytes.
+    #[arg(long, default_value_t = Limits::default().max_schema_bytes, env = "TOOLROUTER_MAX_SCHEMA_BYTES")]
+    pub max_schema_bytes: usize,
+    /// Deepest nesting of a tool's JSON Schema (objects and arrays; the schema itself is 1).
+    #[arg(long, default_value_t = Limits::default().max_schema_depth, env = "TOOLROUTER_MAX_SCHEMA_DEPTH")]
+    pub max_schema_depth: usize,
+    /// Largest arguments_json of a tool call (or of an approval's replacement), in bytes.
+    #[arg(long, default_value_t = Limits::default().max_arguments_bytes, env = "TOOLROUTER_MAX_ARGUMENTS_BYTES")]
+    pub max_arguments_bytes: usize,
+    /// Requests per second per tenant, per replica (0 = no limit).
+    #[arg(long, default_value_t = Limits::default().rate.per_second, env = "TOOLROUTER_RATE_LIMIT_RPS")]
+    pub rate_limit_rps: f64,
+    /// Burst above the per-tenant rate, in requests.
+    #[arg(long, default_value_t = Limits::default().rate.burst, env = "TOOLROUTER_RATE_LIMIT_BURST")]
+    pub rate_limit_burst: u32,
+    /// Live runs per tenant (runs not ended and not idle-expired; 0 = no limit).
+    #[arg(long, default_value_t = Limits::default().max_runs_per_tenant, env = "TOOLROUTER_MAX_RUNS_PER_TENANT")]
+    pub max_runs_per_tenant: u64,
+    // ----- end security -----
 }
+
+// ----- security: authentication and limits (issue 6) -----
+/// Request limits (SPEC §9). The query limit is fixed: `control::discovery::MAX_QUERY_BYTES`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    pub max_message_bytes: usize,
+    pub max_schema_bytes: usize,
+    pub max_schema_depth: usize,
+    pub max_arguments_bytes: usize,
+    pub rate: crate::auth::limits::RateLimit,
+    pub max_runs_per_tenant: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            // Room for a definition at the default 16 MiB limit and its request envelope.
+            max_message_bytes: 17 * 1024 * 1024,
+            max_schema_bytes: 256 * 1024,
+            max_schema_depth: 64,
+            max_arguments_bytes: 1024 * 1024,
+            // Above the SPEC's 10,000 calls/s per replica, so one tenant can reach it.
+            rate: crate::auth::limits::RateLimit { per_second: 10_000.0, burst: 20_000 },
+            max_runs_per_tenant: 100_000,
+        }
+    }
+}
+// ----- end security -----
 
 /// Everything the server needs, ready to use.
 #[derive(Debug, Clone)]
@@ -66,6 +138,10 @@ pub struct ServerConfig {
     pub clock: Arc<dyn Clock>,
     /// How long shutdown waits for calls in flight.
     pub grace: Duration,
+    // ----- security (issue 6) -----
+    pub auth: crate::auth::AuthConfig,
+    pub limits: Limits,
+    // ----- end security -----
 }
 
 impl ServerConfig {
@@ -80,6 +156,9 @@ impl ServerConfig {
             router: RouterConfig::default(),
             clock: Arc::new(SystemClock),
             grace: Duration::from_secs(5),
+            auth: crate::auth::AuthConfig::default(),
+            // Production limits, but no rate limit: benchmarks drive one tenant hard.
+            limits: Limits { rate: crate::auth::limits::RateLimit::OFF, ..Limits::default() },
         }
     }
 }
@@ -95,6 +174,25 @@ impl From<ServeArgs> for ServerConfig {
             router: RouterConfig { run_idle: Duration::from_secs(a.run_idle_secs), auto_pin: !a.disable_auto_pin, ..Default::default() },
             clock: Arc::new(SystemClock),
             grace: Duration::from_secs(20),
+            auth: crate::auth::AuthConfig {
+                api_keys: a.api_keys,
+                insecure_no_auth: a.insecure_no_auth,
+                reload_interval: Duration::from_secs(1),
+                jwt: match (a.jwt_issuer, a.jwt_audience, a.jwt_jwks) {
+                    (Some(issuer), Some(audience), Some(jwks)) => {
+                        Some(crate::auth::jwt::JwtConfig { issuer, audience, jwks, tenant_claim: a.jwt_tenant_claim })
+                    }
+                    _ => None,
+                },
+            },
+            limits: Limits {
+                max_message_bytes: a.max_message_bytes,
+                max_schema_bytes: a.max_schema_bytes,
+                max_schema_depth: a.max_schema_depth,
+                max_arguments_bytes: a.max_arguments_bytes,
+                rate: crate::auth::limits::RateLimit { per_second: a.rate_limit_rps, burst: a.rate_limit_burst },
+                max_runs_per_tenant: a.max_runs_per_tenant,
+            },
         }
     }
 }

@@ -1,5 +1,6 @@
 //! toolrouter: routes LLM tool calls (see README.md and SPEC).
 pub mod api;
+pub mod auth;
 pub mod catalog;
 pub mod cli;
 pub mod clock;

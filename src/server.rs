@@ -12,6 +12,7 @@ use tonic::transport::server::TcpIncoming;
 use tokio_util::sync::CancellationToken;
 
 use crate::api::services::{DiscoveryService, RegistryService, RouterService};
+use crate::auth::{AuthLayer, Authenticator};
 use crate::config::ServerConfig;
 use crate::invoke::Router;
 use crate::invoke::executor::Executors;
@@ -25,6 +26,8 @@ pub struct RunningServer {
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
     pub router: Arc<Router>,
+    /// Authenticates requests (also for HTTP endpoints that need a caller).
+    pub auth: Authenticator,
     drain: Arc<Drain>,
     health: tonic_health::server::HealthReporter,
     grace: Duration,
@@ -91,6 +94,13 @@ impl Drop for InFlight {
 const GAUGE_REFRESH: Duration = Duration::from_secs(15);
 
 pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
+    // ----- security (issue 6): authentication before anything listens -----
+    let cancel = CancellationToken::new();
+    // Stops the key-file watcher if start-up fails below.
+    let stop_on_error = cancel.clone().drop_guard();
+    let auth = Authenticator::from_config(&cfg.auth, cancel.clone()).await.context("loading API keys")?;
+    crate::auth::check_listeners(&auth, &cfg.auth, &[cfg.grpc_addr, cfg.http_addr])?;
+    // ----- end security -----
     let store = Store::open(&cfg.store).await.with_context(|| format!("opening store {}", crate::store::redact_url(&cfg.store)))?;
     let executors = Arc::new(Executors::new(cfg.executor.clone()));
     let registry = Arc::new(Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes).with_lister(executors.clone()));
@@ -115,17 +125,28 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     let (reflection_v1, reflection_v1alpha) = (reflection().build_v1()?, reflection().build_v1alpha()?);
 
     let drain = Arc::new(Drain::default());
-    let cancel = CancellationToken::new();
     let grpc_stop = CancellationToken::new();
     let mut tasks = Vec::new();
+    // ----- security (issue 6): limits and the authentication layer -----
+    let limits = Arc::new(cfg.limits.clone());
+    let runs = Arc::new(crate::api::quota::RunQuota::new(store.clone(), cfg.limits.max_runs_per_tenant, cfg.router.run_idle, cfg.clock.clone()));
+    let max_message = cfg.limits.max_message_bytes;
+    let registry_service = pb::agent_registry_server::AgentRegistryServer::new(RegistryService { registry: registry.clone(), limits: limits.clone() })
+        .max_decoding_message_size(max_message);
+    let discovery_service = pb::discovery_server::DiscoveryServer::new(DiscoveryService { router: router.clone(), runs: runs.clone() })
+        .max_decoding_message_size(max_message);
+    let router_service = pb::router_server::RouterServer::new(RouterService { router: router.clone(), limits: limits.clone(), runs })
+        .max_decoding_message_size(max_message);
+    // ----- end security -----
     let grpc_server = tonic::transport::Server::builder()
         .layer(GrpcLayer::new(drain.clone()))
+        .layer(AuthLayer::new(auth.clone(), cfg.limits.rate))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
-        .add_service(pb::agent_registry_server::AgentRegistryServer::new(RegistryService { registry: registry.clone() }))
-        .add_service(pb::discovery_server::DiscoveryServer::new(DiscoveryService { router: router.clone() }))
-        .add_service(pb::router_server::RouterServer::new(RouterService { router: router.clone() }));
+        .add_service(registry_service)
+        .add_service(discovery_service)
+        .add_service(router_service);
     let stop = grpc_stop.clone();
     let grpc_task = tokio::spawn(async move {
         // The builder's tcp_nodelay does not reach our own listener: without it small
@@ -180,7 +201,8 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
         }
     }));
 
-    Ok(RunningServer { grpc_addr, http_addr, router, drain, health, grace: cfg.grace, grpc_stop, grpc_task: Some(grpc_task), cancel, tasks })
+    stop_on_error.disarm();
+    Ok(RunningServer { grpc_addr, http_addr, router, auth, drain, health, grace: cfg.grace, grpc_stop, grpc_task: Some(grpc_task), cancel, tasks })
 }
 
 impl RunningServer {

@@ -88,6 +88,7 @@ suite!(
     count_pending_counts_every_tenant,
     usage_decays_and_orders_highest_first,
     concurrent_record_use_counts_every_call,
+    count_live_runs_counts_a_tenants_unexpired_runs_across_agents,
 );
 
 // ----- backend-independent -----
@@ -379,6 +380,19 @@ async fn end_run_and_expire_runs_forget_runs(s: Store) {
     assert_eq!(s.run_version(T, "a", "old", 0).await.unwrap(), None);
     assert_eq!(s.run_version(T, "a", "new", 0).await.unwrap(), Some(1));
     assert_eq!(s.expire_runs(2000).await.unwrap(), 0);
+}
+
+async fn count_live_runs_counts_a_tenants_unexpired_runs_across_agents(s: Store) {
+    s.pin_run(T, "a", "r1", 1, 1000, 0).await.unwrap();
+    s.pin_run(T, "a", "r2", 1, 3000, 0).await.unwrap();
+    s.pin_run(T, "b", "r1", 1, 3000, 0).await.unwrap();
+    s.pin_run(OTHER, "a", "r9", 1, 3000, 0).await.unwrap();
+    assert_eq!(s.count_live_runs(T, 0).await.unwrap(), 3, "every agent of the tenant");
+    assert_eq!(s.count_live_runs(T, 2000).await.unwrap(), 2, "r1 of a is idle since before 2000");
+    assert_eq!(s.count_live_runs(OTHER, 0).await.unwrap(), 1);
+    s.end_run(T, "a", "r2").await.unwrap();
+    assert_eq!(s.count_live_runs(T, 2000).await.unwrap(), 1, "an ended run no longer counts");
+    assert_eq!(s.count_live_runs("nobody", 0).await.unwrap(), 0);
 }
 
 async fn claim_call_new_then_running_then_done(s: Store) {

@@ -1,3 +1,4 @@
 pub mod convert;
+pub mod quota;
 pub mod status;
 pub mod services;

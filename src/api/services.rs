@@ -5,18 +5,35 @@ use std::sync::Arc;
 use prost::Message;
 use tonic::{Request, Response, Status};
 
-use super::convert::{self, pb_entry, pb_version, run_context, timestamp};
+use super::convert::{self, pb_entry, pb_version, timestamp};
+use super::quota::RunQuota;
 use super::status::{discovery_status, invalid, to_status};
 use crate::control::discovery::{self, Detail, DetailRequest, DiscoverRequest, DiscoveryError, ListToolsRequest};
+use crate::auth::{Principal, UNAUTHENTICATED_MESSAGE};
+use crate::config::Limits;
 use crate::control::ModelToolKind;
 use crate::invoke::{self, DeferredKind, Outcome, Resolution, Router};
 use crate::pb;
 use crate::registry::Registry;
 
-/// The tenant of a request. Authentication is not configured in this build, so every caller
-/// is the `default` tenant (SPEC §2).
-fn tenant<T>(_req: &Request<T>) -> String {
-    "default".to_string()
+/// The caller, as the authentication layer found it (the anonymous principal of tenant
+/// `default` when authentication is off). A request that did not pass the layer has none
+/// and is refused.
+fn principal<T>(req: &Request<T>) -> Result<Principal, Status> {
+    req.extensions().get::<Principal>().cloned().ok_or_else(|| Status::unauthenticated(UNAUTHENTICATED_MESSAGE))
+}
+
+/// The tenant of a request: every resource is looked up under it (SPEC §2, §9).
+fn tenant<T>(req: &Request<T>) -> Result<String, Status> {
+    principal(req).map(|p| p.tenant)
+}
+
+/// The run context a host sent, with the caller's authenticated claims merged in: those
+/// win over claims of the same name in the request (see [`Principal::merge_identity`]).
+fn run_context(p: &Principal, r: Option<pb::RunContext>) -> Result<invoke::RunContext, Status> {
+    let mut run = convert::run_context(r).map_err(to_status)?;
+    p.merge_identity(&mut run.identity);
+    Ok(run)
 }
 
 fn agent_ref(r: Option<pb::AgentRef>) -> Result<pb::AgentRef, Status> {
@@ -30,29 +47,34 @@ fn agent_ref(r: Option<pb::AgentRef>) -> Result<pb::AgentRef, Status> {
 #[derive(Clone)]
 pub struct RegistryService {
     pub registry: Arc<Registry>,
+    pub limits: Arc<Limits>,
 }
 
 #[tonic::async_trait]
 impl pb::agent_registry_server::AgentRegistry for RegistryService {
     async fn create_agent_version(&self, req: Request<pb::CreateAgentVersionRequest>) -> Result<Response<pb::AgentVersion>, Status> {
-        let t = tenant(&req);
+        let t = tenant(&req)?;
         let r = req.into_inner();
         let size = r.definition.as_ref().map(|d| d.encoded_len()).unwrap_or(0);
         let def = convert::definition(r.definition.ok_or_else(|| invalid("definition", "a definition is required"))?)
             .map_err(to_status)?;
+        let too_big = crate::catalog::validate::check_schema_limits(&def, self.limits.max_schema_bytes, self.limits.max_schema_depth);
+        if !too_big.is_empty() {
+            return Err(to_status(crate::error::Error::InvalidArgument(too_big)));
+        }
         let v = self.registry.create_version(&t, &r.agent_id, &def, r.make_default, size).await.map_err(to_status)?;
         Ok(Response::new(pb_version(&v)))
     }
 
     async fn get_agent_version(&self, req: Request<pb::GetAgentVersionRequest>) -> Result<Response<pb::AgentVersion>, Status> {
-        let t = tenant(&req);
+        let t = tenant(&req)?;
         let r = req.into_inner();
         let v = self.registry.get_version(&t, &r.agent_id, r.version).await.map_err(to_status)?;
         Ok(Response::new(pb_version(&v)))
     }
 
     async fn list_agents(&self, req: Request<pb::ListAgentsRequest>) -> Result<Response<pb::ListAgentsResponse>, Status> {
-        let t = tenant(&req);
+        let t = tenant(&req)?;
         let r = req.into_inner();
         let (rows, next) = self.registry.list_agents(&t, &r.page_token, r.page_size).await.map_err(to_status)?;
         Ok(Response::new(pb::ListAgentsResponse {
@@ -71,21 +93,21 @@ impl pb::agent_registry_server::AgentRegistry for RegistryService {
     }
 
     async fn list_agent_versions(&self, req: Request<pb::ListAgentVersionsRequest>) -> Result<Response<pb::ListAgentVersionsResponse>, Status> {
-        let t = tenant(&req);
+        let t = tenant(&req)?;
         let r = req.into_inner();
         let (rows, next) = self.registry.list_versions(&t, &r.agent_id, &r.page_token, r.page_size).await.map_err(to_status)?;
         Ok(Response::new(pb::ListAgentVersionsResponse { versions: rows.iter().map(pb_version).collect(), next_page_token: next }))
     }
 
     async fn set_default_version(&self, req: Request<pb::SetDefaultVersionRequest>) -> Result<Response<pb::AgentVersion>, Status> {
-        let t = tenant(&req);
+        let t = tenant(&req)?;
         let r = req.into_inner();
         let v = self.registry.set_default(&t, &r.agent_id, r.version).await.map_err(to_status)?;
         Ok(Response::new(pb_version(&v)))
     }
 
     async fn delete_agent(&self, req: Request<pb::DeleteAgentRequest>) -> Result<Response<pb::DeleteAgentResponse>, Status> {
-        let t = tenant(&req);
+        let t = tenant(&req)?;
         let r = req.into_inner();
         self.registry.delete_agent(&t, &r.agent_id).await.map_err(to_status)?;
         Ok(Response::new(pb::DeleteAgentResponse {}))
@@ -95,6 +117,7 @@ impl pb::agent_registry_server::AgentRegistry for RegistryService {
 #[derive(Clone)]
 pub struct DiscoveryService {
     pub router: Arc<Router>,
+    pub runs: Arc<RunQuota>,
 }
 
 fn pb_detail(d: Detail) -> i32 {
@@ -118,10 +141,11 @@ fn group_opt(g: String) -> Option<String> {
 }
 
 impl DiscoveryService {
-    async fn catalog(&self, tenant: &str, agent: Option<pb::AgentRef>, run: Option<pb::RunContext>) -> Result<Arc<crate::catalog::Catalog>, Status> {
+    async fn catalog(&self, p: &Principal, agent: Option<pb::AgentRef>, run: Option<pb::RunContext>) -> Result<Arc<crate::catalog::Catalog>, Status> {
         let a = agent_ref(agent)?;
-        let run = run_context(run).map_err(to_status)?;
-        let r = self.router.resolve(tenant, &a.agent_id, a.version, &run).await.map_err(to_status)?;
+        let run = run_context(p, run)?;
+        self.runs.admit(&p.tenant, &a.agent_id, &run.run_id).await.map_err(to_status)?;
+        let r = self.router.resolve(&p.tenant, &a.agent_id, a.version, &run).await.map_err(to_status)?;
         Ok(r.catalog)
     }
 }
@@ -134,9 +158,9 @@ fn fail(catalog: &crate::catalog::Catalog, e: DiscoveryError) -> Status {
 #[tonic::async_trait]
 impl pb::discovery_server::Discovery for DiscoveryService {
     async fn discover_tools(&self, req: Request<pb::DiscoverToolsRequest>) -> Result<Response<pb::DiscoverToolsResponse>, Status> {
-        let t = tenant(&req);
+        let p = principal(&req)?;
         let r = req.into_inner();
-        let catalog = self.catalog(&t, r.agent, r.run).await?;
+        let catalog = self.catalog(&p, r.agent, r.run).await?;
         let q = DiscoverRequest { query: r.query, group: group_opt(r.group), detail: detail_request(r.detail)?, limit: r.limit, offset: r.offset };
         let page = discovery::discover(&catalog, &q).map_err(|e| fail(&catalog, e))?;
         let full = page.detail == Detail::Full;
@@ -150,17 +174,17 @@ impl pb::discovery_server::Discovery for DiscoveryService {
     }
 
     async fn describe_tool(&self, req: Request<pb::DescribeToolRequest>) -> Result<Response<pb::DescribeToolResponse>, Status> {
-        let t = tenant(&req);
+        let p = principal(&req)?;
         let r = req.into_inner();
-        let catalog = self.catalog(&t, r.agent, r.run).await?;
+        let catalog = self.catalog(&p, r.agent, r.run).await?;
         let d = discovery::describe(&catalog, &r.group, &r.tool).map_err(|e| fail(&catalog, e))?;
         Ok(Response::new(pb::DescribeToolResponse { tool: Some(pb_entry(&catalog, d.tool, true)), content_json: d.json }))
     }
 
     async fn list_tool_groups(&self, req: Request<pb::ListToolGroupsRequest>) -> Result<Response<pb::ListToolGroupsResponse>, Status> {
-        let t = tenant(&req);
+        let p = principal(&req)?;
         let r = req.into_inner();
-        let catalog = self.catalog(&t, r.agent, r.run).await?;
+        let catalog = self.catalog(&p, r.agent, r.run).await?;
         let page = discovery::list_groups(&catalog, r.limit, r.offset).map_err(|e| fail(&catalog, e))?;
         Ok(Response::new(pb::ListToolGroupsResponse {
             groups: page
@@ -178,9 +202,9 @@ impl pb::discovery_server::Discovery for DiscoveryService {
     }
 
     async fn list_tools(&self, req: Request<pb::ListCatalogToolsRequest>) -> Result<Response<pb::ListCatalogToolsResponse>, Status> {
-        let t = tenant(&req);
+        let p = principal(&req)?;
         let r = req.into_inner();
-        let catalog = self.catalog(&t, r.agent, r.run).await?;
+        let catalog = self.catalog(&p, r.agent, r.run).await?;
         let full = detail_request(r.detail)? == DetailRequest::Full;
         let q = ListToolsRequest { group: group_opt(r.group), full, limit: r.limit, offset: r.offset };
         let page = discovery::list_tools(&catalog, &q).map_err(|e| fail(&catalog, e))?;
@@ -197,10 +221,19 @@ impl pb::discovery_server::Discovery for DiscoveryService {
 #[derive(Clone)]
 pub struct RouterService {
     pub router: Arc<Router>,
+    pub limits: Arc<Limits>,
+    pub runs: Arc<RunQuota>,
+}
+
+fn check_arguments_size(text: &str, path: &str, max: usize) -> Result<(), Status> {
+    if text.len() > max {
+        return Err(invalid(path, format!("the arguments are {} bytes, over the {max}-byte limit", text.len())));
+    }
+    Ok(())
 }
 
 /// The model's call; `path` names it in errors (`call`, `calls[2]`).
-fn tool_call(c: Option<pb::ToolCall>, path: &str) -> Result<invoke::ToolCall, Status> {
+fn tool_call(c: Option<pb::ToolCall>, path: &str, max_arguments: usize) -> Result<invoke::ToolCall, Status> {
     let c = c.ok_or_else(|| invalid(path, "the model's tool call is required"))?;
     if c.tool_name.is_empty() {
         return Err(invalid(&format!("{path}.tool_name"), "the tool name the model called is required"));
@@ -208,6 +241,7 @@ fn tool_call(c: Option<pb::ToolCall>, path: &str) -> Result<invoke::ToolCall, St
     if c.tool_call_id.len() > 256 {
         return Err(invalid(&format!("{path}.tool_call_id"), "at most 256 bytes"));
     }
+    check_arguments_size(&c.arguments_json, &format!("{path}.arguments_json"), max_arguments)?;
     Ok(invoke::ToolCall { tool_call_id: c.tool_call_id, tool_name: c.tool_name, arguments_json: c.arguments_json })
 }
 
@@ -277,10 +311,12 @@ fn pb_kind(k: ModelToolKind) -> i32 {
 #[tonic::async_trait]
 impl pb::router_server::Router for RouterService {
     async fn get_model_tools(&self, req: Request<pb::GetModelToolsRequest>) -> Result<Response<pb::GetModelToolsResponse>, Status> {
-        let t = tenant(&req);
+        let p = principal(&req)?;
+        let t = p.tenant.clone();
         let r = req.into_inner();
         let a = agent_ref(r.agent)?;
-        let run = run_context(r.run).map_err(to_status)?;
+        let run = run_context(&p, r.run)?;
+        self.runs.admit(&t, &a.agent_id, &run.run_id).await.map_err(to_status)?;
         let (version, tools, instructions, diagnostics) =
             self.router.model_tools(&t, &a.agent_id, a.version, &run).await.map_err(to_status)?;
         Ok(Response::new(pb::GetModelToolsResponse {
@@ -303,39 +339,49 @@ impl pb::router_server::Router for RouterService {
     }
 
     async fn handle_tool_call(&self, req: Request<pb::HandleToolCallRequest>) -> Result<Response<pb::HandleToolCallResponse>, Status> {
-        let t = tenant(&req);
+        let p = principal(&req)?;
+        let t = p.tenant.clone();
         let r = req.into_inner();
         let a = agent_ref(r.agent)?;
-        let run = run_context(r.run).map_err(to_status)?;
-        let call = tool_call(r.call, "call")?;
+        let run = run_context(&p, r.run)?;
+        let call = tool_call(r.call, "call", self.limits.max_arguments_bytes)?;
+        self.runs.admit(&t, &a.agent_id, &run.run_id).await.map_err(to_status)?;
         let o = self.router.handle(&t, &a.agent_id, a.version, &run, &call).await.map_err(to_status)?;
         Ok(Response::new(pb_outcome(o)))
     }
 
     async fn handle_tool_calls(&self, req: Request<pb::HandleToolCallsRequest>) -> Result<Response<pb::HandleToolCallsResponse>, Status> {
-        let t = tenant(&req);
+        let p = principal(&req)?;
+        let t = p.tenant.clone();
         let r = req.into_inner();
         let a = agent_ref(r.agent)?;
-        let run = run_context(r.run).map_err(to_status)?;
+        let run = run_context(&p, r.run)?;
+        let max = self.limits.max_arguments_bytes;
         let calls = r
             .calls
             .into_iter()
             .enumerate()
-            .map(|(i, c)| tool_call(Some(c), &format!("calls[{i}]")))
+            .map(|(i, c)| tool_call(Some(c), &format!("calls[{i}]"), max))
             .collect::<Result<Vec<_>, _>>()?;
+        self.runs.admit(&t, &a.agent_id, &run.run_id).await.map_err(to_status)?;
         let outcomes = self.router.handle_many(&t, &a.agent_id, a.version, &run, &calls).await.map_err(to_status)?;
         Ok(Response::new(pb::HandleToolCallsResponse { outcomes: outcomes.into_iter().map(pb_outcome).collect() }))
     }
 
     async fn resolve_deferred(&self, req: Request<pb::ResolveDeferredRequest>) -> Result<Response<pb::ToolResult>, Status> {
         use pb::resolve_deferred_request::Resolution as R;
-        let t = tenant(&req);
+        let t = tenant(&req)?;
         let r = req.into_inner();
         if r.deferred_id.is_empty() {
             return Err(invalid("deferred_id", "name the deferred call"));
         }
         let resolution = match r.resolution {
-            Some(R::Approve(a)) => Resolution::Approve { arguments_json: a.arguments_json },
+            Some(R::Approve(a)) => {
+                if let Some(text) = &a.arguments_json {
+                    check_arguments_size(text, "approve.arguments_json", self.limits.max_arguments_bytes)?;
+                }
+                Resolution::Approve { arguments_json: a.arguments_json }
+            }
             Some(R::Deny(d)) => Resolution::Deny { message: d.message },
             Some(R::ClientResult(c)) => {
                 if serde_json::from_str::<serde::de::IgnoredAny>(&c.content_json).is_err() {
@@ -350,7 +396,7 @@ impl pb::router_server::Router for RouterService {
     }
 
     async fn list_deferred(&self, req: Request<pb::ListDeferredRequest>) -> Result<Response<pb::ListDeferredResponse>, Status> {
-        let t = tenant(&req);
+        let t = tenant(&req)?;
         let r = req.into_inner();
         let pending = match pb::DeferredState::try_from(r.state) {
             Ok(pb::DeferredState::Unspecified) => None,
@@ -383,9 +429,10 @@ impl pb::router_server::Router for RouterService {
     }
 
     async fn end_run(&self, req: Request<pb::EndRunRequest>) -> Result<Response<pb::EndRunResponse>, Status> {
-        let t = tenant(&req);
+        let t = tenant(&req)?;
         let r = req.into_inner();
         self.router.end_run(&t, &r.agent_id, &r.run_id).await.map_err(to_status)?;
+        self.runs.ended(&t, &r.agent_id, &r.run_id);
         Ok(Response::new(pb::EndRunResponse {}))
     }
 }

@@ -260,3 +260,65 @@ fn check_control(def: &AgentDefinition, group_of: &BTreeMap<usize, String>, v: &
         }
     }
 }
+
+// ----- security: schema size and depth limits (issue 6) -----
+
+/// Nesting depth of JSON text (objects and arrays; a top-level object is 1), read without
+/// parsing so deep input costs no recursion.
+pub fn json_depth(text: &str) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for b in text.bytes() {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
+/// The schemas of a definition that are larger or deeper than allowed, checked before any
+/// schema is parsed or compiled.
+pub fn check_schema_limits(def: &AgentDefinition, max_bytes: usize, max_depth: usize) -> Vec<FieldViolation> {
+    let mut v = Violations::default();
+    for (i, source) in def.sources.iter().enumerate() {
+        let kpath = format!("{}.{}", source_path(i), kind_field(&source.kind));
+        for (t, tool) in source.kind.declared_tools().iter().enumerate() {
+            for (field, text) in [("input_schema_json", &tool.input_schema), ("output_schema_json", &tool.output_schema)] {
+                let path = format!("{kpath}.tools[{t}].{field}");
+                if text.len() > max_bytes {
+                    v.add(path, format!("the schema is {} bytes, over the {max_bytes}-byte limit", text.len()));
+                } else if json_depth(text) > max_depth {
+                    v.add(path, format!("the schema nests deeper than {max_depth} levels"));
+                }
+            }
+        }
+    }
+    v.0
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::json_depth;
+
+    #[test]
+    fn json_depth_counts_containers_and_ignores_brackets_in_strings() {
+        assert_eq!(json_depth("{}"), 1);
+        assert_eq!(json_depth(r#"{"a":[{"b":1}]}"#), 3);
+        assert_eq!(json_depth(r#"{"a":"[[[{{\"]]"}"#), 1);
+        assert_eq!(json_depth(""), 0);
+    }
+}

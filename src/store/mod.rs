@@ -193,6 +193,12 @@ impl Store {
         dispatch!(self.run_version(tenant, agent_id, run_id, expired_before))
     }
 
+    /// Live runs of a tenant across its agents (for the per-tenant run limit).
+    pub async fn count_live_runs(&self, tenant: &str, expired_before: i64) -> Result<u64, StoreError> {
+        let _timer = store_timer("count_live_runs");
+        dispatch!(self.count_live_runs(tenant, expired_before))
+    }
+
     pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
         let _timer = store_timer("end_run");
         dispatch!(self.end_run(tenant, agent_id, run_id))

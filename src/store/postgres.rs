@@ -303,6 +303,16 @@ impl PgStore {
         Ok(row.map(|r| r.get::<i64, _>(0) as u32))
     }
 
+    /// Live runs of a tenant (all agents): not ended, seen since `expired_before`.
+    pub async fn count_live_runs(&self, tenant: &str, expired_before: i64) -> Result<u64, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) FROM runs WHERE tenant = $1 AND last_seen >= $2")
+            .bind(tenant)
+            .bind(expired_before)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.get::<i64, _>(0) as u64)
+    }
+
     pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
         let n = sqlx::query("DELETE FROM runs WHERE tenant = $1 AND agent_id = $2 AND run_id = $3")
             .bind(tenant)

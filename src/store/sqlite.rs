@@ -291,6 +291,16 @@ impl SqliteStore {
         Ok(row.map(|r| r.get::<i64, _>(0) as u32))
     }
 
+    /// Live runs of a tenant (all agents): not ended, seen since `expired_before`.
+    pub async fn count_live_runs(&self, tenant: &str, expired_before: i64) -> Result<u64, StoreError> {
+        let row = sqlx::query("SELECT COUNT(*) FROM runs WHERE tenant = ? AND last_seen >= ?")
+            .bind(tenant)
+            .bind(expired_before)
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(row.get::<i64, _>(0) as u64)
+    }
+
     pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
         let n = sqlx::query("DELETE FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ?")
             .bind(tenant)

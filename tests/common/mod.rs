@@ -159,6 +159,8 @@ pub struct FakeExecutor {
     pub last_timeout: Arc<std::sync::Mutex<Option<String>>>,
     /// The W3C `traceparent` metadata of the last call, as received.
     pub last_traceparent: Arc<std::sync::Mutex<Option<String>>>,
+    /// Every metadata entry of the last call, as received.
+    pub last_metadata: Arc<std::sync::Mutex<Vec<(String, String)>>>,
     /// Calls executing right now, and the most seen at once.
     pub inflight: Arc<AtomicUsize>,
     pub max_inflight: Arc<AtomicUsize>,
@@ -184,6 +186,13 @@ impl ToolExecutor for FakeExecutor {
             req.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).map(str::to_string);
         *self.last_traceparent.lock().unwrap() =
             req.metadata().get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_string);
+        *self.last_metadata.lock().unwrap() = req
+            .metadata()
+            .clone()
+            .into_headers()
+            .iter()
+            .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect();
         let r = req.into_inner();
         *self.last.lock().unwrap() = Some(r.clone());
         match &self.behaviour {
@@ -288,6 +297,7 @@ pub async fn spawn_executor_listing(behaviour: Behaviour, listed: Vec<pb::ToolDe
         listed,
         last_timeout: Default::default(),
         last_traceparent: Default::default(),
+        last_metadata: Default::default(),
         inflight: Default::default(),
         max_inflight: Default::default(),
     };
@@ -337,6 +347,11 @@ impl EventLog {
         let log = EventLog::default();
         let subscriber = tracing_subscriber::registry().with(log.clone());
         (log, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// Every event's fields, as captured so far.
+    pub fn events(&self) -> Vec<std::collections::BTreeMap<String, String>> {
+        self.0.lock().unwrap().clone()
     }
 
     /// Events whose message is `message` and whose `field` is `value`.
@@ -449,4 +464,136 @@ pub async fn http_get(addr: SocketAddr, path: &str) -> (u16, String) {
     })
     .await
     .expect("HTTP GET task")
+}
+
+// ----- authentication helpers (issue 6) -----
+
+/// A fresh directory under the system temp dir, removed when dropped.
+pub struct TempDir(pub std::path::PathBuf);
+
+impl TempDir {
+    pub fn new(label: &str) -> Self {
+        let n: u64 = rand_u64();
+        let dir = std::env::temp_dir().join(format!("toolrouter-{label}-{}-{n:016x}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create temp dir");
+        TempDir(dir)
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos());
+    h.finish()
+}
+
+/// SHA-256 hex of a key, as the key file stores it.
+pub fn key_hash(key: &str) -> String {
+    toolrouter::auth::keys::hash_hex(key)
+}
+
+/// Key file text for (key, tenant, identity claims).
+pub fn key_file_json(entries: &[(&str, &str, serde_json::Value)]) -> String {
+    let v: Vec<serde_json::Value> = entries
+        .iter()
+        .map(|(key, tenant, identity)| serde_json::json!({"tenant": tenant, "sha256": key_hash(key), "identity": identity}))
+        .collect();
+    serde_json::Value::Array(v).to_string()
+}
+
+/// An API key file in a temp dir; `replace` swaps its contents atomically (write + rename).
+pub struct KeyFile {
+    pub dir: TempDir,
+    pub path: std::path::PathBuf,
+}
+
+impl KeyFile {
+    pub fn new(text: &str) -> Self {
+        let dir = TempDir::new("keys");
+        let path = dir.0.join("api-keys.json");
+        std::fs::write(&path, text).expect("write key file");
+        KeyFile { dir, path }
+    }
+
+    pub fn with_keys(keys: &[(&str, &str)]) -> Self {
+        Self::new(&key_file_json(&keys.iter().map(|(k, t)| (*k, *t, serde_json::json!({}))).collect::<Vec<_>>()))
+    }
+
+    pub fn replace(&self, text: &str) {
+        let tmp = self.dir.0.join("api-keys.json.tmp");
+        std::fs::write(&tmp, text).expect("write key file");
+        std::fs::rename(&tmp, &self.path).expect("replace key file");
+    }
+}
+
+/// Server config with API keys from `file`, re-read every 20 ms.
+pub fn config_with_keys(file: &KeyFile) -> ServerConfig {
+    let mut cfg = ServerConfig::for_tests();
+    cfg.auth.api_keys = Some(file.path.clone());
+    cfg.auth.reload_interval = Duration::from_millis(20);
+    cfg
+}
+
+/// Adds `authorization: Bearer <key>` to every call (or nothing, for `Bearer(None)`).
+#[derive(Clone)]
+pub struct Bearer(pub Option<String>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(&mut self, mut req: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(k) = &self.0 {
+            req.metadata_mut().insert("authorization", format!("Bearer {k}").parse().expect("ASCII key"));
+        }
+        Ok(req)
+    }
+}
+
+pub type Authed = tonic::service::interceptor::InterceptedService<Channel, Bearer>;
+
+impl TestServer {
+    /// Starts with API keys for (key, tenant) pairs; the key file lives as long as the server.
+    pub async fn start_with_keys(keys: &[(&str, &str)]) -> (Self, KeyFile) {
+        let file = KeyFile::with_keys(keys);
+        let s = Self::start_with(config_with_keys(&file)).await;
+        (s, file)
+    }
+
+    pub fn registry_as(&self, key: &str) -> AgentRegistryClient<Authed> {
+        AgentRegistryClient::with_interceptor(self.channel.clone(), Bearer(Some(key.into())))
+    }
+
+    pub fn discovery_as(&self, key: &str) -> DiscoveryClient<Authed> {
+        DiscoveryClient::with_interceptor(self.channel.clone(), Bearer(Some(key.into())))
+    }
+
+    pub fn router_as(&self, key: &str) -> RouterClient<Authed> {
+        RouterClient::with_interceptor(self.channel.clone(), Bearer(Some(key.into())))
+    }
+
+    /// Creates (and makes default) a version as the holder of `key`.
+    pub async fn create_as(&self, key: &str, agent: &str, def: pb::AgentDefinition) -> pb::AgentVersion {
+        self.registry_as(key)
+            .create_agent_version(pb::CreateAgentVersionRequest { agent_id: agent.into(), definition: Some(def), make_default: true })
+            .await
+            .expect("create version")
+            .into_inner()
+    }
+
+    /// HandleToolCall as the holder of `key`.
+    pub async fn call_as(&self, key: &str, agent: &str, run: pb::RunContext, id: &str, tool: &str, args: serde_json::Value) -> Result<pb::handle_tool_call_response::Outcome, Status> {
+        let resp = self
+            .router_as(key)
+            .handle_tool_call(pb::HandleToolCallRequest {
+                agent: Some(agent_ref(agent)),
+                run: Some(run),
+                call: Some(pb::ToolCall { tool_call_id: id.into(), tool_name: tool.into(), arguments_json: args.to_string() }),
+            })
+            .await?;
+        Ok(resp.into_inner().outcome.expect("an outcome"))
+    }
 }

@@ -1,0 +1,90 @@
+//! The tower layer on the gRPC server: authenticates every call except health checks and
+//! reflection, applies the tenant's rate limit, and hands the [`Principal`] to the services
+//! in the request's extensions.
+
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use bytes::Bytes;
+use futures::future::{BoxFuture, Either, Ready};
+use tonic::Code;
+use tonic_types::{ErrorDetails, StatusExt};
+
+use super::limits::{RateLimit, RateLimiter};
+use super::{Authenticator, Principal, UNAUTHENTICATED_MESSAGE};
+
+/// Services anyone may call: probes and schema discovery carry no tenant data.
+const OPEN: [&str; 3] = ["/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/"];
+
+#[derive(Clone)]
+pub struct AuthLayer {
+    auth: Authenticator,
+    rate: Arc<RateLimiter>,
+}
+
+impl AuthLayer {
+    pub fn new(auth: Authenticator, rate: RateLimit) -> Self {
+        Self { auth, rate: Arc::new(RateLimiter::new(rate)) }
+    }
+}
+
+impl<S> tower::Layer<S> for AuthLayer {
+    type Service = AuthService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        AuthService { inner, auth: self.auth.clone(), rate: self.rate.clone() }
+    }
+}
+
+#[derive(Clone)]
+pub struct AuthService<S> {
+    inner: S,
+    auth: Authenticator,
+    rate: Arc<RateLimiter>,
+}
+
+type Refusal<E> = Ready<Result<http::Response<tonic::body::Body>, E>>;
+
+impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for AuthService<S>
+where
+    S: tower::Service<http::Request<ReqBody>, Response = http::Response<ResBody>> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+    ResBody: http_body::Body<Data = Bytes> + Send + 'static,
+    ResBody::Error: Into<tonic::codegen::StdError>,
+{
+    type Response = http::Response<tonic::body::Body>;
+    type Error = S::Error;
+    type Future = Either<Refusal<S::Error>, BoxFuture<'static, Result<Self::Response, S::Error>>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: http::Request<ReqBody>) -> Self::Future {
+        let path = req.uri().path();
+        if !OPEN.iter().any(|p| path.starts_with(p)) {
+            let principal: Principal = match self.auth.authenticate(req.headers()) {
+                Ok(p) => p,
+                Err(_) => return refuse(tonic::Status::unauthenticated(UNAUTHENTICATED_MESSAGE)),
+            };
+            if let Err(wait) = self.rate.check(&principal.tenant) {
+                let status = tonic::Status::with_error_details(
+                    Code::ResourceExhausted,
+                    format!("request rate limit of this tenant reached; retry in {} ms", wait.as_millis().max(1)),
+                    ErrorDetails::with_retry_info(Some(wait)),
+                );
+                return refuse(status);
+            }
+            req.extensions_mut().insert(principal);
+        }
+        // Take the service that was driven to readiness, leave a clone in its place.
+        let clone = self.inner.clone();
+        let mut inner = std::mem::replace(&mut self.inner, clone);
+        let fut = inner.call(req);
+        Either::Right(Box::pin(async move { Ok(fut.await?.map(tonic::body::Body::new)) }))
+    }
+}
+
+fn refuse<A, E>(status: tonic::Status) -> Either<Refusal<E>, A> {
+    Either::Left(futures::future::ready(Ok(status.into_http())))
+}

@@ -52,6 +52,24 @@ pub struct ServeArgs {
     /// Turn auto-pinning off for every definition.
     #[arg(long, env = "TOOLROUTER_DISABLE_AUTO_PIN")]
     pub disable_auto_pin: bool,
+    /// An operator secret for MCP header bindings: NAME=env:VAR or NAME=file:/path
+    /// (repeatable; the environment variable takes a comma-separated list).
+    #[arg(long = "secret", value_name = "NAME=env:VAR|NAME=file:PATH", env = "TOOLROUTER_SECRETS", value_delimiter = ',', value_parser = parse_secret)]
+    pub secrets: Vec<(String, crate::mcp::SecretSource)>,
+    /// A Host accepted by the MCP endpoint besides the loopback names, e.g. the Kubernetes
+    /// Service name (repeatable; the environment variable takes a comma-separated list).
+    #[arg(long = "mcp-allowed-host", value_name = "HOST[:PORT]", env = "TOOLROUTER_MCP_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub mcp_allowed_hosts: Vec<String>,
+    /// A run's MCP session with a source is closed after this many idle seconds.
+    #[arg(long, default_value_t = 900, env = "TOOLROUTER_MCP_SESSION_IDLE_SECS")]
+    pub mcp_session_idle_secs: u64,
+}
+
+fn parse_secret(spec: &str) -> Result<(String, crate::mcp::SecretSource), String> {
+    let one = crate::mcp::Secrets::parse([spec]).map_err(|e| e.to_string())?;
+    let (name, _) = spec.split_once('=').ok_or("use NAME=env:VAR or NAME=file:/path")?;
+    let source = one.source(name).cloned().ok_or("use NAME=env:VAR or NAME=file:/path")?;
+    Ok((name.to_string(), source))
 }
 
 /// Everything the server needs, ready to use.
@@ -66,6 +84,9 @@ pub struct ServerConfig {
     pub clock: Arc<dyn Clock>,
     /// How long shutdown waits for calls in flight.
     pub grace: Duration,
+    pub mcp_client: crate::mcp::McpClientConfig,
+    pub mcp_endpoint: crate::mcp::McpEndpointConfig,
+    pub secrets: crate::mcp::Secrets,
 }
 
 impl ServerConfig {
@@ -80,6 +101,9 @@ impl ServerConfig {
             router: RouterConfig::default(),
             clock: Arc::new(SystemClock),
             grace: Duration::from_secs(5),
+            mcp_client: Default::default(),
+            mcp_endpoint: Default::default(),
+            secrets: Default::default(),
         }
     }
 }
@@ -95,6 +119,19 @@ impl From<ServeArgs> for ServerConfig {
             router: RouterConfig { run_idle: Duration::from_secs(a.run_idle_secs), auto_pin: !a.disable_auto_pin, ..Default::default() },
             clock: Arc::new(SystemClock),
             grace: Duration::from_secs(20),
+            mcp_client: crate::mcp::McpClientConfig {
+                session_idle: Duration::from_secs(a.mcp_session_idle_secs),
+                default_timeout: Duration::from_millis(a.default_timeout_ms),
+                ..Default::default()
+            },
+            mcp_endpoint: crate::mcp::McpEndpointConfig { allowed_hosts: a.mcp_allowed_hosts },
+            secrets: {
+                let mut s = crate::mcp::Secrets::default();
+                for (name, source) in a.secrets {
+                    s.insert(name, source);
+                }
+                s
+            },
         }
     }
 }

@@ -10,6 +10,7 @@ pub mod error;
 pub mod eval;
 pub mod http;
 pub mod invoke;
+pub mod mcp;
 pub mod pb;
 pub mod registry;
 pub mod search;

@@ -1,0 +1,172 @@
+//! The MCP endpoint of every agent definition (SPEC §6): `/mcp/agents/{agent}` (default
+//! version) and `/mcp/agents/{agent}/versions/{n}`, streamable HTTP. `tools/list` is
+//! `GetModelTools`; `tools/call` is `HandleToolCall` (same router path, deferred records
+//! included). The MCP session id is the run id.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, Implementation, InitializeRequestParams,
+    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::ServerHandler;
+use serde_json::{Value, json};
+
+use crate::error::Error;
+use crate::invoke::{DeferredKind, Outcome, Router, RunContext, ToolCall};
+
+#[derive(Debug, Clone)]
+pub struct McpEndpointConfig {
+    /// `Host` values accepted (rmcp refuses others: DNS-rebinding protection). Add the
+    /// Kubernetes Service name here. Empty = loopback names only.
+    pub allowed_hosts: Vec<String>,
+}
+
+impl Default for McpEndpointConfig {
+    fn default() -> Self {
+        Self { allowed_hosts: Vec::new() }
+    }
+}
+
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
+
+/// The routes to merge into the HTTP listener.
+pub fn routes(router: Arc<Router>, config: &McpEndpointConfig, cancel: tokio_util::sync::CancellationToken) -> axum::Router {
+    let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
+    hosts.extend(config.allowed_hosts.iter().cloned());
+    let handler = AgentMcp { router };
+    let service: StreamableHttpService<AgentMcp, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Default::default(),
+        StreamableHttpServerConfig::default().with_allowed_hosts(hosts).with_cancellation_token(cancel),
+    );
+    axum::Router::new()
+        .route_service("/mcp/agents/{agent}", service.clone())
+        .route_service("/mcp/agents/{agent}/versions/{version}", service)
+}
+
+/// The tenant of an MCP request. Authentication, when it lands, puts the caller's tenant
+/// in the request; until then every caller is tenant `default` (as on gRPC).
+pub fn tenant_of(_parts: &http::request::Parts) -> String {
+    "default".to_string()
+}
+
+#[derive(Clone)]
+struct AgentMcp {
+    router: Arc<Router>,
+}
+
+/// What a request addresses: tenant, agent, version (0 = default), and its run.
+struct Target {
+    tenant: String,
+    agent_id: String,
+    version: u32,
+    run: RunContext,
+}
+
+fn target(cx: &RequestContext<RoleServer>) -> Result<Target, ErrorData> {
+    let parts = cx
+        .extensions
+        .get::<http::request::Parts>()
+        .ok_or_else(|| ErrorData::internal_error("the MCP endpoint is served over HTTP only", None))?;
+    let path = parts.uri.path();
+    let rest = path.strip_prefix("/mcp/agents/").unwrap_or_default();
+    let (agent_id, version) = match rest.split_once("/versions/") {
+        Some((a, v)) => (a, v.parse::<u32>().ok().filter(|v| *v > 0).ok_or_else(|| ErrorData::invalid_params(format!("{v:?} is not a version number (1, 2, …)"), None))?),
+        None => (rest.trim_end_matches('/'), 0),
+    };
+    let run_id = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    Ok(Target {
+        tenant: tenant_of(parts),
+        agent_id: agent_id.to_string(),
+        version,
+        run: RunContext { run_id, ..Default::default() },
+    })
+}
+
+fn mcp_error(e: Error) -> ErrorData {
+    match e {
+        Error::NotFound(m) => ErrorData::invalid_params(m, None),
+        Error::InvalidArgument(_) | Error::FailedPrecondition(_) => ErrorData::invalid_request(e.to_string(), None),
+        Error::ResourceExhausted(m) | Error::Unavailable(m) => ErrorData::internal_error(m, None),
+        Error::Internal(_) => ErrorData::internal_error("internal error", None),
+    }
+}
+
+fn schema_object(text: &str) -> JsonObject {
+    match serde_json::from_str(text) {
+        Ok(Value::Object(m)) => m,
+        _ => JsonObject::from_iter([("type".to_string(), Value::String("object".into()))]),
+    }
+}
+
+impl ServerHandler for AgentMcp {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("toolrouter", env!("CARGO_PKG_VERSION")))
+    }
+
+    async fn initialize(&self, request: InitializeRequestParams, cx: RequestContext<RoleServer>) -> Result<InitializeResult, ErrorData> {
+        let t = target(&cx)?;
+        // An unknown agent fails the handshake with a clear message.
+        let (_, _, instructions, _) = self.router.model_tools(&t.tenant, &t.agent_id, t.version, &RunContext::default()).await.map_err(mcp_error)?;
+        cx.peer.set_peer_info(request.clone());
+        let mut result = self.negotiate_initialize(&request)?;
+        if !instructions.is_empty() {
+            result.instructions = Some(instructions);
+        }
+        Ok(result)
+    }
+
+    async fn list_tools(&self, _request: Option<PaginatedRequestParams>, cx: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+        let t = target(&cx)?;
+        let (_, tools, _, _) = self.router.model_tools(&t.tenant, &t.agent_id, t.version, &t.run).await.map_err(mcp_error)?;
+        let tools = tools.into_iter().map(|m| Tool::new(m.name, m.description, schema_object(&m.input_schema_json))).collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(&self, request: CallToolRequestParams, cx: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        let t = target(&cx)?;
+        let arguments = request.arguments.map(|a| Value::Object(a).to_string()).unwrap_or_else(|| "{}".into());
+        // MCP has no tool call ids: each tools/call is a call of its own.
+        let call = ToolCall { tool_call_id: format!("mcp-{:032x}", rand::random::<u128>()), tool_name: request.name.to_string(), arguments_json: arguments };
+        let outcome = self.router.handle(&t.tenant, &t.agent_id, t.version, &t.run, &call).await.map_err(mcp_error)?;
+        Ok(CallToolResponse::from(call_result(outcome)))
+    }
+}
+
+/// A router outcome as an MCP result: the tool result, or a deferred record described for
+/// the client (it resolves it through the host's `ResolveDeferred`).
+fn call_result(outcome: Outcome) -> CallToolResult {
+    let (content_json, is_error) = match outcome {
+        Outcome::Result(r) => (r.content_json, r.is_error),
+        Outcome::Deferred(d) => {
+            let (status, message) = match d.kind {
+                DeferredKind::Approval => (
+                    "approval_pending",
+                    format!("The call to {} awaits approval by a person (deferred id {}). It has not run yet; its result comes once it is approved or denied.", d.target.name, d.deferred_id),
+                ),
+                DeferredKind::ClientExecution => (
+                    "client_execution_pending",
+                    format!("{} is run by the client (deferred id {}); its result comes from the client.", d.target.name, d.deferred_id),
+                ),
+            };
+            let arguments: Value = serde_json::from_str(&d.target.arguments_json).unwrap_or(Value::Null);
+            let body = json!({
+                "status": status,
+                "deferred_id": d.deferred_id,
+                "message": message,
+                "target": {"group": d.target.group, "tool": d.target.tool, "name": d.target.name, "source_id": d.target.source_id, "arguments": arguments},
+            });
+            (body.to_string(), false)
+        }
+    };
+    let structured = serde_json::from_str::<Value>(&content_json).ok().filter(Value::is_object);
+    let content = vec![ContentBlock::text(content_json)];
+    let mut r = if is_error { CallToolResult::error(content) } else { CallToolResult::success(content) };
+    r.structured_content = structured;
+    r
+}

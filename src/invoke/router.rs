@@ -235,7 +235,8 @@ impl Router {
     async fn route(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
         let outcome = self.route_in(tenant, agent_id, r, run, call).await?;
         let unknown = matches!(&outcome, Outcome::Result(t) if t.is_error && t.content_json.starts_with(r#"{"error":"unknown_tool""#));
-        if unknown && crate::mcp::has_mcp(&r.catalog) && self.registry.refresh_for_run(tenant, agent_id, r.version, &r.catalog, run, crate::mcp::REFRESH_MIN_AGE) {
+        let min_age = self.mcp.as_ref().map(|m| m.config().refresh_min_age).unwrap_or_default();
+        if unknown && crate::mcp::has_mcp(&r.catalog) && self.registry.refresh_for_run(tenant, agent_id, r.version, &r.catalog, run, min_age) {
             let catalog = self.registry.catalog_for_run(tenant, agent_id, r.version, run).await?;
             return self.route_in(tenant, agent_id, &Resolved { version: r.version, catalog }, run, call).await;
         }

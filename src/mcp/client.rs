@@ -38,6 +38,8 @@ pub struct McpClientConfig {
     pub default_max_concurrency: u32,
     /// How long a call waits for a free slot before it is "busy".
     pub queue_wait: Duration,
+    /// A call naming a tool the listing lacks lists again, at most this often per listing.
+    pub refresh_min_age: Duration,
 }
 
 impl Default for McpClientConfig {
@@ -48,6 +50,7 @@ impl Default for McpClientConfig {
             connect_timeout: Duration::from_secs(10),
             default_max_concurrency: 64,
             queue_wait: Duration::from_secs(1),
+            refresh_min_age: Duration::from_secs(1),
         }
     }
 }

@@ -24,9 +24,6 @@ pub fn trace_headers() -> HashMap<String, String> {
     out
 }
 
-/// A run's catalog is listed again on an unknown tool name at most this often.
-pub const REFRESH_MIN_AGE: std::time::Duration = std::time::Duration::from_secs(1);
-
 /// Does the catalog have MCP sources (whose tools can change upstream)?
 pub fn has_mcp(catalog: &crate::catalog::Catalog) -> bool {
     catalog.sources.iter().any(|s| matches!(s.kind, crate::catalog::SourceKind::Mcp(_)))

@@ -393,3 +393,50 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Capture {
         self.clone()
     }
 }
+
+#[tokio::test]
+async fn the_flat_profile_searches_and_calls_mcp_tools_by_canonical_name() {
+    let upstream = McpServer::start(vec![
+        mcp_tool("refund_payment", "Refund a payment to a customer.", &["payment_id"]),
+        mcp_tool("customer_lookup", "Find a customer by email address.", &["email"]),
+    ])
+    .await;
+    let s = TestServer::start_with(config()).await;
+    let mut def = crm(vec![mcp_source("crm-mcp", &upstream.url(), &[])]);
+    def.control = Some(pb::ControlConfig { profile: pb::Profile::Flat as i32, ..Default::default() });
+    s.create("agent", def).await;
+    let tools = s.model_tools("agent", run_ctx("r")).await;
+    assert_eq!(tools.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["tool_search", "call_tool"]);
+
+    let (found, is_error) = s.call_result("agent", "r", "s1", "tool_search", json!({"query": "I need to refund a payment", "limit": 1})).await;
+    assert!(!is_error, "{found}");
+    assert_eq!(found["tools"][0]["name"], "crm__refund_payment", "{found}");
+    assert_eq!(found["tools"][0]["parameters_json_schema"]["required"], json!(["payment_id"]), "full definitions");
+
+    let (done, is_error) = s.call_result("agent", "r", "c1", "call_tool", json!({"name": "crm__refund_payment", "arguments": {"payment_id": "p-1"}})).await;
+    assert!(!is_error, "{done}");
+    assert_eq!(done["arguments"], json!({"payment_id": "p-1"}));
+    let (unknown, is_error) = s.call_result("agent", "r", "c2", "call_tool", json!({"name": "crm__nothing", "arguments": {}})).await;
+    assert!(is_error && unknown["error"] == "unknown_tool", "{unknown}");
+    assert!(unknown["message"].as_str().unwrap().contains("tool_search"), "{unknown}");
+}
+
+#[tokio::test]
+async fn the_sources_concurrency_limit_makes_extra_calls_busy() {
+    let upstream = McpServer::start(vec![mcp_tool("slow_write", "Writes slowly.", &[])]).await;
+    let mut cfg = config();
+    cfg.mcp_client.queue_wait = Duration::from_millis(50);
+    let s = TestServer::start_with(cfg).await;
+    let mut source = mcp_source("crm-mcp", &upstream.url(), &[]);
+    mcp_of(&mut source).max_concurrency = 1;
+    mcp_of(&mut source).timeout = Some(prost_types::Duration { seconds: 0, nanos: 400_000_000 });
+    s.create("agent", crm(vec![source])).await;
+    let ((first, _), (second, _)) = tokio::join!(
+        s.call_result("agent", "r1", "1", "call_tool", call_crm("slow_write", json!({}))),
+        s.call_result("agent", "r2", "2", "call_tool", call_crm("slow_write", json!({}))),
+    );
+    let mut errors = [first["error"].as_str().unwrap().to_string(), second["error"].as_str().unwrap().to_string()];
+    errors.sort();
+    assert_eq!(errors, ["busy", "outcome_unknown"], "{first} {second}");
+    assert_eq!(upstream.calls().len(), 1, "the busy call was not sent");
+}

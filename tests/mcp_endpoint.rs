@@ -132,10 +132,10 @@ async fn a_version_path_serves_that_version() {
 #[tokio::test]
 async fn an_unknown_agent_or_version_is_a_clear_error() {
     let s = TestServer::start().await;
-    let e = connect(endpoint(&s, "/mcp/agents/nobody")).await.err().expect("refused");
+    let e = connect(endpoint(&s, "/mcp/agents/nobody")).await.expect_err("refused");
     assert!(e.contains("agent \"nobody\" not found"), "{e}");
     s.create("crm", crm_definition("http://127.0.0.1:1")).await;
-    let e = connect(endpoint(&s, "/mcp/agents/crm/versions/7")).await.err().expect("refused");
+    let e = connect(endpoint(&s, "/mcp/agents/crm/versions/7")).await.expect_err("refused");
     assert!(e.contains("no version 7"), "{e}");
 }
 

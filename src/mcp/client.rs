@@ -411,16 +411,15 @@ fn short(s: &str) -> String {
 struct TracingHttp(reqwest::Client);
 
 fn with_trace(message: &ClientJsonRpcMessage, mut headers: Headers) -> Headers {
-    if let ClientJsonRpcMessage::Request(r) = message {
-        if let Ok(v) = serde_json::to_value(&r.request) {
-            if let Some(meta) = v.pointer("/params/_meta").and_then(Value::as_object) {
-                for key in ["traceparent", "tracestate"] {
-                    if let (Some(val), Ok(name)) = (meta.get(key).and_then(Value::as_str), HeaderName::from_bytes(key.as_bytes())) {
-                        if let Ok(val) = HeaderValue::from_str(val) {
-                            headers.insert(name, val);
-                        }
-                    }
-                }
+    if let ClientJsonRpcMessage::Request(r) = message
+        && let Ok(v) = serde_json::to_value(&r.request)
+        && let Some(meta) = v.pointer("/params/_meta").and_then(Value::as_object)
+    {
+        for key in ["traceparent", "tracestate"] {
+            if let Some(val) = meta.get(key).and_then(Value::as_str)
+                && let Ok(val) = HeaderValue::from_str(val)
+            {
+                headers.insert(HeaderName::from_static(key), val);
             }
         }
     }

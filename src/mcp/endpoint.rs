@@ -18,17 +18,11 @@ use serde_json::{Value, json};
 use crate::error::Error;
 use crate::invoke::{DeferredKind, Outcome, Router, RunContext, ToolCall};
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct McpEndpointConfig {
     /// `Host` values accepted (rmcp refuses others: DNS-rebinding protection). Add the
     /// Kubernetes Service name here. Empty = loopback names only.
     pub allowed_hosts: Vec<String>,
-}
-
-impl Default for McpEndpointConfig {
-    fn default() -> Self {
-        Self { allowed_hosts: Vec::new() }
-    }
 }
 
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];

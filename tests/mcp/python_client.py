@@ -12,7 +12,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 async def main(url: str, calls: list) -> None:
     async with streamable_http_client(url) as streams:
-        read, write = streams[0], streams[1]
+        read, write = streams
         async with ClientSession(read, write) as session:
             init = await session.initialize()
             listed = await session.list_tools()

@@ -222,8 +222,9 @@ impl Registry {
                 cache.remove(&key);
             }
             if !cache.contains_key(&key) && cache.len() >= self.cache_capacity {
-                // Versions are immutable, so any entry can go; drop one arbitrary entry.
-                if let Some(k) = cache.keys().next().cloned() {
+                // Versions are immutable, so any entry can go; drop one arbitrary entry,
+                // a per-run listing first (many runs must not push out shared catalogs).
+                if let Some(k) = cache.keys().find(|k| k.3 != 0).or_else(|| cache.keys().next()).cloned() {
                     cache.remove(&k);
                 }
             }

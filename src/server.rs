@@ -140,7 +140,7 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     });
 
     let app = crate::http::router(crate::http::HttpState { store: store.clone(), drain: drain.clone(), metrics: metrics.clone() })
-        .merge(crate::mcp::routes(router.clone(), &cfg.mcp_endpoint, cancel.child_token()));
+        .merge(crate::mcp::routes(router.clone(), &cfg.mcp_endpoint, drain.clone(), cancel.child_token()));
     let stop = cancel.clone();
     tasks.push(tokio::spawn(async move {
         let serve = axum::serve(http, app).with_graceful_shutdown(async move { stop.cancelled().await });

@@ -172,3 +172,31 @@ async fn only_configured_hosts_reach_the_endpoint() {
     assert_eq!(initialize_with_host(addr, "toolrouter.agents.svc:8080").await, 200);
     assert_eq!(initialize_with_host(addr, "evil.example.com").await, 403);
 }
+
+#[path = "mcp/support.rs"]
+mod support;
+
+#[tokio::test]
+async fn closing_the_mcp_session_ends_its_run_and_releases_its_upstream_sessions() {
+    let upstream = support::McpServer::start(vec![support::mcp_tool("lookup", "Look a record up.", &[])]).await;
+    let s = TestServer::start().await;
+    let source = pb::ToolSource {
+        id: "up".into(),
+        kind: Some(pb::tool_source::Kind::Mcp(pb::McpSource { url: upstream.url(), ..Default::default() })),
+        ..Default::default()
+    };
+    s.create("relay", pb::AgentDefinition { sources: vec![source], ..Default::default() }).await;
+    let mcp = s.server.router.mcp().expect("MCP clients").clone();
+    let mut client = connect(endpoint(&s, "/mcp/agents/relay")).await.expect("initialize");
+    let (r, is_error) = call(&client, "lookup", json!({})).await;
+    assert!(!is_error, "{r}");
+    assert_eq!(mcp.open_sessions(), 1, "the endpoint session's run holds one upstream session");
+    client.cancel().await.expect("session closed");
+    for _ in 0..100 {
+        if mcp.open_sessions() == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(mcp.open_sessions(), 0, "DELETE of the MCP session ended the run");
+}

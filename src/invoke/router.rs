@@ -84,6 +84,10 @@ impl Router {
         self
     }
 
+    pub fn mcp(&self) -> Option<&Arc<crate::mcp::McpClients>> {
+        self.mcp.as_ref()
+    }
+
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
     }

@@ -13,6 +13,7 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::ServerHandler;
+use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use crate::error::Error;
@@ -28,23 +29,55 @@ pub struct McpEndpointConfig {
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 /// The routes to merge into the HTTP listener.
-pub fn routes(router: Arc<Router>, config: &McpEndpointConfig, cancel: tokio_util::sync::CancellationToken) -> axum::Router {
+pub fn routes(router: Arc<Router>, config: &McpEndpointConfig, drain: Arc<crate::server::Drain>, cancel: tokio_util::sync::CancellationToken) -> axum::Router {
     let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
     hosts.extend(config.allowed_hosts.iter().cloned());
+    let router_for_end = router.clone();
     let handler = AgentMcp { router };
     let service: StreamableHttpService<AgentMcp, LocalSessionManager> = StreamableHttpService::new(
         move || Ok(handler.clone()),
         Default::default(),
         StreamableHttpServerConfig::default().with_allowed_hosts(hosts).with_cancellation_token(cancel),
     );
+    let ends = router_for_end.clone();
     axum::Router::new()
         .route_service("/mcp/agents/{agent}", service.clone())
         .route_service("/mcp/agents/{agent}/versions/{version}", service)
+        .layer(axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
+            let (router, drain) = (ends.clone(), drain.clone());
+            async move {
+                // Shutting down: new MCP requests are refused like gRPC calls.
+                if drain.is_draining() {
+                    return (http::StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
+                }
+                end_run_on_delete(router, req, next).await
+            }
+        }))
+}
+
+/// A client that terminates its MCP session (HTTP DELETE) ends the run: its pin and its
+/// MCP sessions upstream are released, as with `EndRun`.
+async fn end_run_on_delete(router: Arc<Router>, req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    let ended = (req.method() == http::Method::DELETE)
+        .then(|| {
+            let session = req.headers().get("mcp-session-id")?.to_str().ok()?.to_string();
+            let agent = req.uri().path().strip_prefix("/mcp/agents/")?.split('/').next()?.to_string();
+            Some((tenant_of(req.extensions()), agent, session))
+        })
+        .flatten();
+    let response = next.run(req).await;
+    if let Some((tenant, agent, session)) = ended
+        && response.status().is_success()
+        && let Err(e) = router.end_run(&tenant, &agent, &session).await
+    {
+        tracing::debug!(error = %e, "ending the run of a closed MCP session failed");
+    }
+    response
 }
 
 /// The tenant of an MCP request. Authentication, when it lands, puts the caller's tenant
 /// in the request; until then every caller is tenant `default` (as on gRPC).
-pub fn tenant_of(_parts: &http::request::Parts) -> String {
+pub fn tenant_of(_extensions: &http::Extensions) -> String {
     "default".to_string()
 }
 
@@ -74,7 +107,7 @@ fn target(cx: &RequestContext<RoleServer>) -> Result<Target, ErrorData> {
     };
     let run_id = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     Ok(Target {
-        tenant: tenant_of(parts),
+        tenant: tenant_of(&parts.extensions),
         agent_id: agent_id.to_string(),
         version,
         run: RunContext { run_id, ..Default::default() },

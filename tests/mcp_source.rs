@@ -51,7 +51,27 @@ fn call_crm(tool: &str, arguments: serde_json::Value) -> serde_json::Value {
     json!({"group": "crm", "tool": tool, "arguments": arguments})
 }
 
+/// One process-wide subscriber for this binary (thread-local ones race with other tests over
+/// tracing's cached callsite interest): every event at TRACE into a buffer, and spans to
+/// OpenTelemetry so trace contexts exist.
+fn logs() -> &'static Capture {
+    static LOGS: std::sync::OnceLock<Capture> = std::sync::OnceLock::new();
+    LOGS.get_or_init(|| {
+        use opentelemetry::trace::TracerProvider as _;
+        use tracing_subscriber::layer::SubscriberExt;
+        let capture = Capture::default();
+        let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_subscriber::fmt::layer().with_writer(capture.clone()).with_ansi(false))
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")))
+            .with(tracing_subscriber::filter::LevelFilter::TRACE);
+        tracing::subscriber::set_global_default(subscriber).expect("one subscriber");
+        capture
+    })
+}
+
 fn config() -> ServerConfig {
+    logs();
     let mut cfg = ServerConfig::for_tests();
     cfg.mcp_client.refresh_min_age = Duration::ZERO;
     cfg
@@ -308,10 +328,7 @@ async fn operator_secrets_never_appear_in_the_definition_errors_or_logs() {
     const SECRET: &str = "planted-mcp-secret-8d2f41";
     let upstream = McpServer::start(vec![mcp_tool("lookup", "Look a record up.", &[]), mcp_tool("fail_now", "Fails.", &[])]).await;
     let token = temp_file("token-leak", SECRET);
-    let buffer = Capture::default();
-    let subscriber = tracing_subscriber::fmt().with_max_level(tracing::Level::TRACE).with_writer(buffer.clone()).with_ansi(false).finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
-
+    let buffer = logs();
     let mut cfg = config();
     cfg.secrets.insert("crm_token", SecretSource::File(token));
     cfg.secrets.insert("missing_env", SecretSource::Env("TOOLROUTER_TEST_UNSET_VARIABLE_9f3".into()));
@@ -344,12 +361,6 @@ async fn operator_secrets_never_appear_in_the_definition_errors_or_logs() {
 
 #[tokio::test]
 async fn the_trace_context_reaches_the_mcp_server() {
-    use opentelemetry::trace::TracerProvider as _;
-    use tracing_subscriber::layer::SubscriberExt;
-    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
-    let subscriber = tracing_subscriber::registry().with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
-    let _guard = tracing::subscriber::set_default(subscriber);
-
     let upstream = McpServer::start(vec![mcp_tool("lookup", "Look a record up.", &[])]).await;
     let s = TestServer::start_with(config()).await;
     s.create("agent", crm(vec![mcp_source("crm-mcp", &upstream.url(), &[])])).await;

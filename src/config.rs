@@ -96,6 +96,24 @@ pub struct ServeArgs {
     #[arg(long, default_value_t = Limits::default().max_runs_per_tenant, env = "TOOLROUTER_MAX_RUNS_PER_TENANT")]
     pub max_runs_per_tenant: u64,
     // ----- end security -----
+    /// An operator secret for MCP header bindings: NAME=env:VAR or NAME=file:/path
+    /// (repeatable; the environment variable takes a comma-separated list).
+    #[arg(long = "secret", value_name = "NAME=env:VAR|NAME=file:PATH", env = "TOOLROUTER_SECRETS", value_delimiter = ',', value_parser = parse_secret)]
+    pub secrets: Vec<(String, crate::mcp::SecretSource)>,
+    /// A Host accepted by the MCP endpoint besides the loopback names, e.g. the Kubernetes
+    /// Service name (repeatable; the environment variable takes a comma-separated list).
+    #[arg(long = "mcp-allowed-host", value_name = "HOST[:PORT]", env = "TOOLROUTER_MCP_ALLOWED_HOSTS", value_delimiter = ',')]
+    pub mcp_allowed_hosts: Vec<String>,
+    /// A run's MCP session with a source is closed after this many idle seconds.
+    #[arg(long, default_value_t = 900, env = "TOOLROUTER_MCP_SESSION_IDLE_SECS")]
+    pub mcp_session_idle_secs: u64,
+}
+
+fn parse_secret(spec: &str) -> Result<(String, crate::mcp::SecretSource), String> {
+    let one = crate::mcp::Secrets::parse([spec]).map_err(|e| e.to_string())?;
+    let (name, _) = spec.split_once('=').ok_or("use NAME=env:VAR or NAME=file:/path")?;
+    let source = one.source(name).cloned().ok_or("use NAME=env:VAR or NAME=file:/path")?;
+    Ok((name.to_string(), source))
 }
 
 // ----- security: authentication and limits (issue 6) -----
@@ -142,6 +160,9 @@ pub struct ServerConfig {
     pub auth: crate::auth::AuthConfig,
     pub limits: Limits,
     // ----- end security -----
+    pub mcp_client: crate::mcp::McpClientConfig,
+    pub mcp_endpoint: crate::mcp::McpEndpointConfig,
+    pub secrets: crate::mcp::Secrets,
 }
 
 impl ServerConfig {
@@ -159,6 +180,9 @@ impl ServerConfig {
             auth: crate::auth::AuthConfig::default(),
             // Production limits, but no rate limit: benchmarks drive one tenant hard.
             limits: Limits { rate: crate::auth::limits::RateLimit::OFF, ..Limits::default() },
+            mcp_client: Default::default(),
+            mcp_endpoint: Default::default(),
+            secrets: Default::default(),
         }
     }
 }
@@ -192,6 +216,19 @@ impl From<ServeArgs> for ServerConfig {
                 max_arguments_bytes: a.max_arguments_bytes,
                 rate: crate::auth::limits::RateLimit { per_second: a.rate_limit_rps, burst: a.rate_limit_burst },
                 max_runs_per_tenant: a.max_runs_per_tenant,
+            },
+            mcp_client: crate::mcp::McpClientConfig {
+                session_idle: Duration::from_secs(a.mcp_session_idle_secs),
+                default_timeout: Duration::from_millis(a.default_timeout_ms),
+                ..Default::default()
+            },
+            mcp_endpoint: crate::mcp::McpEndpointConfig { allowed_hosts: a.mcp_allowed_hosts },
+            secrets: {
+                let mut s = crate::mcp::Secrets::default();
+                for (name, source) in a.secrets {
+                    s.insert(name, source);
+                }
+                s
             },
         }
     }

@@ -11,6 +11,7 @@ pub mod error;
 pub mod eval;
 pub mod http;
 pub mod invoke;
+pub mod mcp;
 pub mod pb;
 pub mod registry;
 pub mod search;

@@ -6,9 +6,10 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
-use crate::catalog::{AgentDefinition, Catalog, ToolDeclaration, validate};
+use crate::catalog::{AgentDefinition, Catalog, PreparedSource, ToolDeclaration, validate};
 use crate::clock::Clock;
 use crate::error::{Error, FieldViolation, Result};
+use crate::invoke::RunContext;
 use crate::store::{AgentRecord, Store, StoreError, VersionRecord};
 
 /// Lists tools that a definition does not declare (executor `ListTools`, MCP `tools/list`).
@@ -16,6 +17,17 @@ use crate::store::{AgentRecord, Store, StoreError, VersionRecord};
 pub trait ToolLister: Send + Sync {
     /// Tools per source id, for the sources whose tools come from upstream.
     async fn list(&self, def: &AgentDefinition) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>);
+
+    /// A key for what a run's listing depends on (MCP headers bound to the run context);
+    /// `None`: the version's shared catalog serves the run.
+    fn run_key(&self, _sources: &[PreparedSource], _tenant: &str, _run: &RunContext) -> Option<u64> {
+        None
+    }
+
+    /// Lists with the run's headers (for a run whose `run_key` is `Some`).
+    async fn list_for_run(&self, def: &AgentDefinition, _tenant: &str, _agent_id: &str, _run: &RunContext) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
+        self.list(def).await
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -27,7 +39,8 @@ pub struct Version {
     pub create_time: i64,
 }
 
-type Key = (String, String, u32);
+/// (tenant, agent, version, run key: 0 = the version's shared catalog).
+type Key = (String, String, u32, u64);
 
 /// How long a catalog with upstream-listed tools is used before it is prepared again.
 pub const LISTED_TOOLS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
@@ -37,6 +50,7 @@ struct Entry {
     cell: Arc<OnceCell<Arc<Catalog>>>,
     /// Set for catalogs whose tools were listed upstream: they are prepared again after it.
     expires: Mutex<Option<std::time::Instant>>,
+    prepared: Mutex<Option<std::time::Instant>>,
 }
 
 pub struct Registry {
@@ -164,7 +178,40 @@ impl Registry {
 
     /// The compiled catalog of a version, built once and cached.
     pub async fn catalog(&self, tenant: &str, agent_id: &str, version: u32) -> Result<Arc<Catalog>> {
-        let key = (tenant.to_string(), agent_id.to_string(), version);
+        self.catalog_keyed(tenant, agent_id, version, 0, None).await
+    }
+
+    /// The catalog a run sees: the version's shared one, unless upstream listings depend on
+    /// the run (MCP headers bound to the run context), then one per distinct header set.
+    pub async fn catalog_for_run(&self, tenant: &str, agent_id: &str, version: u32, run: &RunContext) -> Result<Arc<Catalog>> {
+        let base = self.catalog(tenant, agent_id, version).await?;
+        match self.run_key(&base, tenant, run) {
+            None => Ok(base),
+            Some(k) => self.catalog_keyed(tenant, agent_id, version, k, Some(run)).await,
+        }
+    }
+
+    fn run_key(&self, base: &Catalog, tenant: &str, run: &RunContext) -> Option<u64> {
+        self.lister.as_ref().and_then(|l| l.run_key(&base.sources, tenant, run))
+    }
+
+    /// Prepares a run's catalog again (a call named a tool the listing lacks), unless it
+    /// was prepared less than `min_age` ago. Returns whether it was dropped.
+    pub fn refresh_for_run(&self, tenant: &str, agent_id: &str, version: u32, base: &Catalog, run: &RunContext, min_age: std::time::Duration) -> bool {
+        let key = (tenant.to_string(), agent_id.to_string(), version, self.run_key(base, tenant, run).unwrap_or(0));
+        let mut cache = self.cache.lock().expect("cache lock");
+        let old_enough = cache
+            .get(&key)
+            .map(|e| e.prepared.lock().expect("prepared lock").is_none_or(|t| t.elapsed() >= min_age))
+            .unwrap_or(false);
+        if old_enough {
+            cache.remove(&key);
+        }
+        old_enough
+    }
+
+    async fn catalog_keyed(&self, tenant: &str, agent_id: &str, version: u32, run_key: u64, run: Option<&RunContext>) -> Result<Arc<Catalog>> {
+        let key = (tenant.to_string(), agent_id.to_string(), version, run_key);
         let entry = {
             let mut cache = self.cache.lock().expect("cache lock");
             let stale = cache
@@ -175,8 +222,9 @@ impl Registry {
                 cache.remove(&key);
             }
             if !cache.contains_key(&key) && cache.len() >= self.cache_capacity {
-                // Versions are immutable, so any entry can go; drop one arbitrary entry.
-                if let Some(k) = cache.keys().next().cloned() {
+                // Versions are immutable, so any entry can go; drop one arbitrary entry,
+                // a per-run listing first (many runs must not push out shared catalogs).
+                if let Some(k) = cache.keys().find(|k| k.3 != 0).or_else(|| cache.keys().next()).cloned() {
                     cache.remove(&k);
                 }
             }
@@ -186,10 +234,12 @@ impl Registry {
             .cell
             .get_or_try_init(|| async {
                 let v = self.get_version(tenant, agent_id, version).await?;
-                let (listed, mut diagnostics) = match &self.lister {
-                    Some(l) => l.list(&v.definition).await,
-                    None => (BTreeMap::new(), Vec::new()),
+                let (listed, mut diagnostics) = match (&self.lister, run) {
+                    (Some(l), Some(run)) => l.list_for_run(&v.definition, tenant, agent_id, run).await,
+                    (Some(l), None) => l.list(&v.definition).await,
+                    (None, _) => (BTreeMap::new(), Vec::new()),
                 };
+                *entry.prepared.lock().expect("prepared lock") = Some(std::time::Instant::now());
                 if !listed.is_empty() || !diagnostics.is_empty() {
                     *entry.expires.lock().expect("expiry lock") = Some(std::time::Instant::now() + LISTED_TOOLS_TTL);
                 }
@@ -211,8 +261,15 @@ impl Registry {
 
     /// Drops a cached catalog so the next use prepares it again (tools listed upstream
     /// changed).
+    pub fn invalidate_listings(&self, tenant: &str, agent_id: &str) {
+        self.cache
+            .lock()
+            .expect("cache lock")
+            .retain(|k, e| !(k.0 == tenant && k.1 == agent_id && e.expires.lock().expect("expiry lock").is_some()));
+    }
+
     pub fn invalidate(&self, tenant: &str, agent_id: &str, version: u32) {
-        self.cache.lock().expect("cache lock").remove(&(tenant.to_string(), agent_id.to_string(), version));
+        self.cache.lock().expect("cache lock").retain(|k, _| !(k.0 == tenant && k.1 == agent_id && k.2 == version));
     }
 }
 

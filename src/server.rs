@@ -103,8 +103,10 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     // ----- end security -----
     let store = Store::open(&cfg.store).await.with_context(|| format!("opening store {}", crate::store::redact_url(&cfg.store)))?;
     let executors = Arc::new(Executors::new(cfg.executor.clone()));
-    let registry = Arc::new(Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes).with_lister(executors.clone()));
-    let router = Arc::new(Router::new(registry.clone(), executors, cfg.router.clone()));
+    let mcp = Arc::new(crate::mcp::McpClients::new(cfg.mcp_client.clone(), cfg.secrets.clone()));
+    let lister = Arc::new(crate::mcp::Lister { executors: executors.clone(), mcp: mcp.clone() });
+    let registry = Arc::new(Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes).with_lister(lister));
+    let router = Arc::new(Router::new(registry.clone(), executors, cfg.router.clone()).with_mcp(mcp.clone()));
     let metrics = Metrics::get();
 
     let grpc = tokio::net::TcpListener::bind(cfg.grpc_addr).await.with_context(|| format!("binding gRPC {}", cfg.grpc_addr))?;
@@ -135,12 +137,14 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
         .max_decoding_message_size(max_message);
     let discovery_service = pb::discovery_server::DiscoveryServer::new(DiscoveryService { router: router.clone(), runs: runs.clone() })
         .max_decoding_message_size(max_message);
+    let rate = Arc::new(crate::auth::limits::RateLimiter::new(cfg.limits.rate));
+    let mcp_guard = crate::mcp::EndpointGuard { auth: auth.clone(), rate: rate.clone(), limits: limits.clone(), runs: runs.clone() };
     let router_service = pb::router_server::RouterServer::new(RouterService { router: router.clone(), limits: limits.clone(), runs })
         .max_decoding_message_size(max_message);
     // ----- end security -----
     let grpc_server = tonic::transport::Server::builder()
         .layer(GrpcLayer::new(drain.clone()))
-        .layer(AuthLayer::new(auth.clone(), cfg.limits.rate))
+        .layer(AuthLayer::sharing(auth.clone(), rate.clone()))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha)
@@ -158,12 +162,25 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
         }
     });
 
-    let app = crate::http::router(crate::http::HttpState { store: store.clone(), drain: drain.clone(), metrics: metrics.clone() });
+    let app = crate::http::router(crate::http::HttpState { store: store.clone(), drain: drain.clone(), metrics: metrics.clone() })
+        .merge(crate::mcp::routes(router.clone(), &cfg.mcp_endpoint, drain.clone(), cancel.child_token(), mcp_guard));
     let stop = cancel.clone();
     tasks.push(tokio::spawn(async move {
         let serve = axum::serve(http, app).with_graceful_shutdown(async move { stop.cancelled().await });
         if let Err(e) = serve.into_future().await {
             tracing::error!(error = %e, "HTTP server failed");
+        }
+    }));
+
+    let stop = cancel.clone();
+    let every = (cfg.mcp_client.session_idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(60));
+    tasks.push(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(every);
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tick.tick() => { mcp.expire_idle(); }
+            }
         }
     }));
 

@@ -24,7 +24,13 @@ pub struct AuthLayer {
 
 impl AuthLayer {
     pub fn new(auth: Authenticator, rate: RateLimit) -> Self {
-        Self { auth, rate: Arc::new(RateLimiter::new(rate)) }
+        Self::sharing(auth, Arc::new(RateLimiter::new(rate)))
+    }
+
+    /// A layer that draws on a rate limiter shared with another listener (the MCP endpoint),
+    /// so a tenant's rate is one budget per replica.
+    pub fn sharing(auth: Authenticator, rate: Arc<RateLimiter>) -> Self {
+        Self { auth, rate }
     }
 }
 

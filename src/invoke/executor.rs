@@ -52,6 +52,8 @@ pub enum Execution {
     TimedOut,
     /// Sent, then the connection was lost or the executor failed without an answer.
     Lost(String),
+    /// The tool is no longer offered upstream (an MCP server dropped it).
+    Vanished,
 }
 
 pub struct Executors {
@@ -228,10 +230,7 @@ impl crate::registry::ToolLister for Executors {
                     }
                     Err(e) => diagnostics.push(format!("source {:?}: ListTools failed: {e}", s.id)),
                 },
-                SourceKind::Mcp(_) => diagnostics.push(format!(
-                    "source {:?}: MCP sources are not routable in this build; its tools are not listed",
-                    s.id
-                )),
+                // MCP sources are listed by `crate::mcp::Lister`.
                 _ => {}
             }
         }

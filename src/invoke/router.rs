@@ -63,6 +63,7 @@ pub struct Router {
     config: RouterConfig,
     /// Calls executing in this process, for duplicates to wait on.
     inflight: Mutex<HashMap<CallKey, watch::Receiver<Option<Outcome>>>>,
+    mcp: Option<Arc<crate::mcp::McpClients>>,
 }
 
 /// The version a request resolved to, and its catalog.
@@ -74,7 +75,17 @@ pub struct Resolved {
 
 impl Router {
     pub fn new(registry: Arc<Registry>, executors: Arc<Executors>, config: RouterConfig) -> Self {
-        Self { registry, executors, config, inflight: Mutex::new(HashMap::new()) }
+        Self { registry, executors, config, inflight: Mutex::new(HashMap::new()), mcp: None }
+    }
+
+    /// Routes calls of MCP sources through these clients.
+    pub fn with_mcp(mut self, mcp: Arc<crate::mcp::McpClients>) -> Self {
+        self.mcp = Some(mcp);
+        self
+    }
+
+    pub fn mcp(&self) -> Option<&Arc<crate::mcp::McpClients>> {
+        self.mcp.as_ref()
     }
 
     pub fn registry(&self) -> &Arc<Registry> {
@@ -102,7 +113,7 @@ impl Router {
             }
             pinned
         };
-        let catalog = self.registry.catalog(tenant, agent_id, version).await?;
+        let catalog = self.registry.catalog_for_run(tenant, agent_id, version, run).await?;
         Ok(Resolved { version, catalog })
     }
 
@@ -223,8 +234,20 @@ impl Router {
         task.await.map_err(|e| Error::Internal(format!("tool call task failed: {e}")))?
     }
 
-    /// Resolves the target of a non-control call and runs, defers or refuses it.
+    /// Resolves the target of a non-control call and runs, defers or refuses it. A tool
+    /// name the catalog lacks prepares a catalog with MCP sources again first (SPEC §7).
     async fn route(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
+        let outcome = self.route_in(tenant, agent_id, r, run, call).await?;
+        let unknown = matches!(&outcome, Outcome::Result(t) if t.is_error && t.content_json.starts_with(r#"{"error":"unknown_tool""#));
+        let min_age = self.mcp.as_ref().map(|m| m.config().refresh_min_age).unwrap_or_default();
+        if unknown && crate::mcp::has_mcp(&r.catalog) && self.registry.refresh_for_run(tenant, agent_id, r.version, &r.catalog, run, min_age) {
+            let catalog = self.registry.catalog_for_run(tenant, agent_id, r.version, run).await?;
+            return self.route_in(tenant, agent_id, &Resolved { version: r.version, catalog }, run, call).await;
+        }
+        Ok(outcome)
+    }
+
+    async fn route_in(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
         let catalog = &r.catalog;
         let c = &catalog.control;
         let arguments: Value = if call.arguments_json.trim().is_empty() {
@@ -380,21 +403,18 @@ impl Router {
     async fn execute_on_source(&self, tenant: &str, agent_id: &str, catalog: &Catalog, i: u32, args: &str, call_id: &str, run: &RunContext) -> ToolResult {
         let tool = catalog.tool(i);
         let source = &catalog.sources[tool.source];
-        let SourceKind::Function(f) = &source.kind else {
-            return ToolResult::error(
-                "tool_unavailable",
-                &format!("{} comes from an MCP source, which this server cannot call yet. Use another tool.", tool.name),
-            );
-        };
         let limit_key = format!("{tenant}\u{0}{agent_id}\u{0}{}", source.id);
         let retries = if tool.idempotent { self.executors.config().max_retries } else { 0 };
         let mut attempt = 0;
         loop {
             let started = std::time::Instant::now();
-            let outcome = self
-                .executors
-                .execute(&f.endpoint, &limit_key, f.max_concurrency, &tool.local, args, call_id, run, tool.timeout)
-                .await;
+            let outcome = match (&source.kind, &self.mcp) {
+                (SourceKind::Function(f), _) => {
+                    self.executors.execute(&f.endpoint, &limit_key, f.max_concurrency, &tool.local, args, call_id, run, tool.timeout).await
+                }
+                (SourceKind::Mcp(m), Some(mcp)) => mcp.execute(tenant, agent_id, &source.id, m, &tool.local, args, run, tool.timeout).await,
+                _ => Execution::NotSent("no client for this source".into()),
+            };
             telemetry::metrics::executor_call(&source.id, &outcome, started.elapsed());
             match outcome {
                 Execution::Done { content_json, is_error } => {
@@ -436,6 +456,14 @@ impl Router {
                     );
                 }
                 Execution::Lost(_) => return uncertain(&tool.name, "the connection was lost after the call was sent"),
+                Execution::Vanished => {
+                    // Discovery must stop offering it: prepare the listings again.
+                    self.registry.invalidate_listings(tenant, agent_id);
+                    return ToolResult::error(
+                        "tool_unavailable",
+                        &format!("{} is no longer offered by its server. It was not run. Refresh discovery and use a tool it returns.", tool.name),
+                    );
+                }
             }
         }
     }
@@ -486,7 +514,7 @@ impl Router {
         let mut arguments = record.call.target.arguments_json.clone();
         let catalog = match &resolution {
             Resolution::Approve { arguments_json } => {
-                let catalog = self.registry.catalog(tenant, &record.agent_id, record.version).await?;
+                let catalog = self.registry.catalog_for_run(tenant, &record.agent_id, record.version, &record.run).await?;
                 let i = catalog.by_canonical(&record.call.target.name).or_else(|| catalog.direct_tool(&record.call.target.name));
                 let Some(i) = i else {
                     return Err(Error::FailedPrecondition(format!("the target of {id:?} no longer exists")));
@@ -611,6 +639,9 @@ impl Router {
         }
         self.registry.resolve_version(tenant, agent_id, 0).await?;
         self.registry.store().end_run(tenant, agent_id, run_id).await?;
+        if let Some(mcp) = &self.mcp {
+            mcp.end_run(tenant, agent_id, run_id);
+        }
         Ok(())
     }
 

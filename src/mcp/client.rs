@@ -1,0 +1,536 @@
+//! MCP sources: toolrouter as an MCP client over streamable HTTP (SPEC §7).
+//!
+//! Header bindings are resolved once per run, when the run's session with a source is
+//! opened; the session is reused for every call of the run and released by `EndRun` or
+//! after it has been idle for a while. Concurrent runs never share a session.
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use http::{HeaderName, HeaderValue};
+use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig as ClientInfo, ClientJsonRpcMessage, Implementation, MetaObject, RequestMetaObject};
+use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::{
+    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError, StreamableHttpPostResponse,
+    StreamableHttpResponseLimits,
+};
+use rmcp::ServiceExt;
+use serde_json::Value;
+use tokio::sync::{OnceCell, Semaphore};
+
+use super::secrets::Secrets;
+use crate::catalog::PreparedSource;
+use crate::catalog::{AgentDefinition, HeaderValue as Binding, McpSource, SourceKind, ToolDeclaration};
+use crate::invoke::RunContext;
+use crate::invoke::executor::{Execution, Executors};
+
+#[derive(Debug, Clone)]
+pub struct McpClientConfig {
+    /// A run's session unused this long is closed (the run's next call opens a new one).
+    pub session_idle: Duration,
+    /// Deadline when neither the tool nor the source sets one.
+    pub default_timeout: Duration,
+    /// Deadline of opening a session (initialize) and of listing tools.
+    pub connect_timeout: Duration,
+    pub default_max_concurrency: u32,
+    /// How long a call waits for a free slot before it is "busy".
+    pub queue_wait: Duration,
+    /// A call naming a tool the listing lacks lists again, at most this often per listing.
+    pub refresh_min_age: Duration,
+}
+
+impl Default for McpClientConfig {
+    fn default() -> Self {
+        Self {
+            session_idle: Duration::from_secs(15 * 60),
+            default_timeout: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(10),
+            default_max_concurrency: 64,
+            queue_wait: Duration::from_secs(1),
+            refresh_min_age: Duration::from_secs(1),
+        }
+    }
+}
+
+type Session = RunningService<RoleClient, ClientInfo>;
+
+/// (tenant, agent, run id, source id).
+type SessionKey = (String, String, String, String);
+
+struct Slot {
+    session: OnceCell<Arc<Session>>,
+    last_used: Mutex<Instant>,
+}
+
+/// The MCP client side: sessions per (run, source), concurrency limits per source.
+pub struct McpClients {
+    config: McpClientConfig,
+    secrets: Arc<Secrets>,
+    http: TracingHttp,
+    sessions: Mutex<HashMap<SessionKey, Arc<Slot>>>,
+    limits: Mutex<HashMap<String, Arc<Semaphore>>>,
+}
+
+/// Headers as sent upstream; values are marked sensitive so they never print.
+pub type Headers = HashMap<HeaderName, HeaderValue>;
+
+impl McpClients {
+    pub fn new(config: McpClientConfig, secrets: Secrets) -> Self {
+        Self {
+            config,
+            secrets: Arc::new(secrets),
+            http: TracingHttp(http_client()),
+            sessions: Mutex::new(HashMap::new()),
+            limits: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub fn config(&self) -> &McpClientConfig {
+        &self.config
+    }
+
+    /// Resolves a source's header bindings for a run (`None`: no run, such as discovery
+    /// without a run; run-bound headers are then left out).
+    pub fn resolve_headers(&self, source: &McpSource, tenant: &str, run: Option<&RunContext>) -> Result<Headers, String> {
+        let mut out = Headers::new();
+        for (name, binding) in &source.headers {
+            let value = match &binding.value {
+                Binding::From(from) => match run.and_then(|r| run_value(from, tenant, r)) {
+                    Some(v) => v,
+                    None => continue,
+                },
+                Binding::Secret(secret) => self.secrets.read(secret).map_err(|e| e.to_string())?,
+            };
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("header name {name:?} is not valid"))?;
+            let mut value = HeaderValue::from_str(&format!("{}{value}", binding.prefix))
+                .map_err(|_| format!("the value bound to header {name} is not a valid header value"))?;
+            value.set_sensitive(true);
+            out.insert(name, value);
+        }
+        Ok(out)
+    }
+
+    /// Opens a session with the given headers (the one place where outbound MCP
+    /// connections are made: URL checks belong here).
+    async fn open(&self, url: &str, headers: Headers) -> Result<Session, String> {
+        check_url(url)?;
+        let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);
+        let transport = StreamableHttpClientTransport::with_client(self.http.clone(), config);
+        let info = ClientInfo::new(ClientCapabilities::default(), Implementation::new("toolrouter", env!("CARGO_PKG_VERSION")));
+        match tokio::time::timeout(self.config.connect_timeout, info.serve(transport)).await {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => Err(format!("the MCP server did not complete initialization: {}", short(&e.to_string()))),
+            Err(_) => Err("the MCP server did not complete initialization in time".into()),
+        }
+    }
+
+    /// The run's session with a source, opened (and its headers resolved) on first use.
+    async fn session(&self, key: &SessionKey, source: &McpSource, run: &RunContext) -> Result<Arc<Session>, String> {
+        let slot = {
+            let mut sessions = self.sessions.lock().expect("sessions lock");
+            sessions
+                .entry(key.clone())
+                .or_insert_with(|| Arc::new(Slot { session: OnceCell::new(), last_used: Mutex::new(Instant::now()) }))
+                .clone()
+        };
+        *slot.last_used.lock().expect("slot lock") = Instant::now();
+        let session = slot
+            .session
+            .get_or_try_init(|| async {
+                let headers = self.resolve_headers(source, &key.0, Some(run))?;
+                self.open(&source.url, headers).await.map(Arc::new)
+            })
+            .await?;
+        Ok(session.clone())
+    }
+
+    /// Lists a source's tools. With a run, through the run's session (headers of the run);
+    /// without one, through a short session of its own.
+    pub async fn list_tools(&self, tenant: &str, agent_id: &str, source_id: &str, source: &McpSource, run: Option<&RunContext>) -> Result<Vec<ToolDeclaration>, String> {
+        let tools = match run.filter(|r| !r.run_id.is_empty()) {
+            Some(run) => {
+                let key = (tenant.to_string(), agent_id.to_string(), run.run_id.clone(), source_id.to_string());
+                let session = self.session(&key, source, run).await?;
+                self.list_on(&session).await
+            }
+            None => {
+                let headers = self.resolve_headers(source, tenant, run)?;
+                let session = self.open(&source.url, headers).await?;
+                let tools = self.list_on(&session).await;
+                let _ = session.cancel().await;
+                tools
+            }
+        }?;
+        Ok(tools.into_iter().map(declaration).collect())
+    }
+
+    async fn list_on(&self, session: &Session) -> Result<Vec<rmcp::model::Tool>, String> {
+        match tokio::time::timeout(self.config.connect_timeout, session.list_all_tools()).await {
+            Ok(Ok(t)) => Ok(t),
+            Ok(Err(e)) => Err(format!("tools/list failed: {}", short(&e.to_string()))),
+            Err(_) => Err("tools/list did not answer in time".into()),
+        }
+    }
+
+    fn limit(&self, key: &str, max: u32) -> Arc<Semaphore> {
+        let max = if max == 0 { self.config.default_max_concurrency } else { max };
+        self.limits.lock().expect("limits lock").entry(key.to_string()).or_insert_with(|| Arc::new(Semaphore::new(max as usize))).clone()
+    }
+
+    /// Calls one tool in the run's session, within the source's concurrency limit and the
+    /// call's deadline. A tool the server no longer lists is `Vanished`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn execute(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        source_id: &str,
+        source: &McpSource,
+        tool: &str,
+        arguments_json: &str,
+        run: &RunContext,
+        timeout: Option<Duration>,
+    ) -> Execution {
+        let limit_key = format!("{tenant}\u{0}{agent_id}\u{0}{source_id}");
+        let sem = self.limit(&limit_key, source.max_concurrency);
+        let _permit = match tokio::time::timeout(self.config.queue_wait, sem.acquire_owned()).await {
+            Ok(Ok(p)) => p,
+            _ => return Execution::Busy,
+        };
+        // A call outside any run still gets a session of its own, closed afterwards.
+        let own_run = run.run_id.is_empty();
+        let run_id = if own_run { format!("\u{0}call-{}", rand::random::<u64>()) } else { run.run_id.clone() };
+        let key = (tenant.to_string(), agent_id.to_string(), run_id, source_id.to_string());
+        let session = match self.session(&key, source, run).await {
+            Ok(s) => s,
+            Err(e) => {
+                self.sessions.lock().expect("sessions lock").remove(&key);
+                return Execution::NotSent(e);
+            }
+        };
+        let arguments = match serde_json::from_str::<Value>(arguments_json) {
+            Ok(Value::Object(m)) => m,
+            _ => serde_json::Map::new(),
+        };
+        let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
+        let trace = crate::mcp::trace_headers();
+        if !trace.is_empty() {
+            let meta: serde_json::Map<String, Value> = trace.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
+            params.meta = Some(RequestMetaObject(MetaObject(meta)));
+        }
+        let deadline = timeout.unwrap_or(self.config.default_timeout);
+        let outcome = tokio::time::timeout(deadline, session.call_tool(params)).await;
+        let execution = match outcome {
+            Err(_) => Execution::TimedOut,
+            Ok(Ok(result)) => {
+                let is_error = result.is_error.unwrap_or(false);
+                if is_error && !self.still_listed(&session, tool).await {
+                    Execution::Vanished
+                } else {
+                    Execution::Done { content_json: result_json(&result), is_error }
+                }
+            }
+            Ok(Err(ServiceError::McpError(e))) => {
+                if !self.still_listed(&session, tool).await {
+                    Execution::Vanished
+                } else {
+                    Execution::Done {
+                        content_json: serde_json::json!({"error": "tool_error", "message": short(&e.message)}).to_string(),
+                        is_error: true,
+                    }
+                }
+            }
+            Ok(Err(ServiceError::Timeout { .. })) => Execution::TimedOut,
+            Ok(Err(e)) => {
+                // The session is broken: the run's next call opens a new one.
+                self.sessions.lock().expect("sessions lock").remove(&key);
+                Execution::Lost(short(&e.to_string()))
+            }
+        };
+        if own_run {
+            self.sessions.lock().expect("sessions lock").remove(&key);
+            if let Some(s) = Arc::into_inner(session) {
+                tokio::spawn(async move {
+                    let _ = s.cancel().await;
+                });
+            }
+        }
+        execution
+    }
+
+    /// After an error: is the tool still on the server's list? (Unknown = yes.)
+    async fn still_listed(&self, session: &Session, tool: &str) -> bool {
+        match self.list_on(session).await {
+            Ok(tools) => tools.iter().any(|t| t.name == tool),
+            Err(_) => true,
+        }
+    }
+
+    /// `EndRun`: closes the run's sessions.
+    pub fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> usize {
+        let ended: Vec<Arc<Slot>> = {
+            let mut sessions = self.sessions.lock().expect("sessions lock");
+            let keys: Vec<SessionKey> =
+                sessions.keys().filter(|k| k.0 == tenant && k.1 == agent_id && k.2 == run_id).cloned().collect();
+            keys.iter().filter_map(|k| sessions.remove(k)).collect()
+        };
+        let n = ended.len();
+        close(ended);
+        n
+    }
+
+    /// Closes sessions idle longer than the configured time; returns how many.
+    pub fn expire_idle(&self) -> usize {
+        let idle = self.config.session_idle;
+        let expired: Vec<Arc<Slot>> = {
+            let mut sessions = self.sessions.lock().expect("sessions lock");
+            let keys: Vec<SessionKey> = sessions
+                .iter()
+                .filter(|(_, s)| s.last_used.lock().expect("slot lock").elapsed() >= idle)
+                .map(|(k, _)| k.clone())
+                .collect();
+            keys.iter().filter_map(|k| sessions.remove(k)).collect()
+        };
+        let n = expired.len();
+        close(expired);
+        n
+    }
+
+    /// Open sessions (for tests and metrics).
+    pub fn open_sessions(&self) -> usize {
+        self.sessions.lock().expect("sessions lock").len()
+    }
+
+    /// A digest of the header values a run contributes (bindings from the run context),
+    /// or `None` when no MCP source depends on the run: then every run shares one listing.
+    /// Secrets are operator-wide and do not vary by run, so they are not read here.
+    pub fn run_key(sources: &[PreparedSource], tenant: &str, run: &RunContext) -> Option<u64> {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut any = false;
+        for s in sources {
+            let SourceKind::Mcp(m) = &s.kind else { continue };
+            for (name, b) in &m.headers {
+                if let Binding::From(from) = &b.value {
+                    any = true;
+                    (&s.id, name, run_value(from, tenant, run)).hash(&mut h);
+                }
+            }
+        }
+        any.then(|| h.finish().max(1))
+    }
+}
+
+fn close(slots: Vec<Arc<Slot>>) {
+    for slot in slots {
+        if let Some(session) = slot.session.get().cloned() {
+            drop(slot);
+            if let Some(s) = Arc::into_inner(session) {
+                tokio::spawn(async move {
+                    let _ = s.cancel().await;
+                });
+            }
+        }
+    }
+}
+
+/// A value of the run context named by a header binding.
+fn run_value(from: &str, tenant: &str, run: &RunContext) -> Option<String> {
+    if from == "context.run_id" {
+        return (!run.run_id.is_empty()).then(|| run.run_id.clone());
+    }
+    let claim = from.strip_prefix("identity.")?;
+    match run.identity.get(claim) {
+        Some(v) => Some(v.clone()),
+        None if claim == "tenant_id" => Some(tenant.to_string()),
+        None => None,
+    }
+}
+
+/// Refuses URLs that are not http(s). The operator allowlist (SPEC §9) plugs in here.
+pub fn check_url(url: &str) -> Result<(), String> {
+    if url.starts_with("http://") || url.starts_with("https://") {
+        Ok(())
+    } else {
+        Err("the MCP server URL must be http:// or https://".into())
+    }
+}
+
+/// The HTTP client used for every MCP server.
+fn http_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        // rmcp's own default: pooled idle connections stall on delayed ACKs.
+        .pool_max_idle_per_host(0)
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(5))
+        .build()
+        .expect("HTTP client")
+}
+
+/// An MCP tool as a declaration (flags come from the source's lists, not from hints).
+fn declaration(t: rmcp::model::Tool) -> ToolDeclaration {
+    ToolDeclaration {
+        name: t.name.to_string(),
+        description: t.description.map(|d| d.to_string()).unwrap_or_default(),
+        input_schema: Value::Object((*t.input_schema).clone()).to_string(),
+        output_schema: t.output_schema.map(|o| Value::Object((*o).clone()).to_string()).unwrap_or_default(),
+        ..Default::default()
+    }
+}
+
+/// What the model sees of an MCP result: its structured content when there is one, else
+/// the text of its content blocks (a JSON text stays JSON), else the blocks themselves.
+fn result_json(r: &rmcp::model::CallToolResult) -> String {
+    if let Some(s) = &r.structured_content {
+        return s.to_string();
+    }
+    let texts: Vec<&str> = r.content.iter().filter_map(|c| c.as_text().map(|t| t.text.as_str())).collect();
+    if texts.len() == r.content.len() && texts.len() == 1 {
+        let t = texts[0];
+        return match serde_json::from_str::<serde::de::IgnoredAny>(t) {
+            Ok(_) => t.to_string(),
+            Err(_) => Value::String(t.to_string()).to_string(),
+        };
+    }
+    if texts.len() == r.content.len() {
+        return Value::String(texts.join("\n")).to_string();
+    }
+    serde_json::to_string(&r.content).unwrap_or_else(|_| "null".into())
+}
+
+/// Bounds upstream text kept in messages.
+fn short(s: &str) -> String {
+    s.chars().take(300).collect()
+}
+
+/// The reqwest client, with the W3C trace context of each call (carried in the request's
+/// `_meta`) copied to HTTP headers, so MCP servers can join the trace.
+#[derive(Clone)]
+struct TracingHttp(reqwest::Client);
+
+fn with_trace(message: &ClientJsonRpcMessage, mut headers: Headers) -> Headers {
+    if let ClientJsonRpcMessage::Request(r) = message
+        && let Ok(v) = serde_json::to_value(&r.request)
+        && let Some(meta) = v.pointer("/params/_meta").and_then(Value::as_object)
+    {
+        for key in ["traceparent", "tracestate"] {
+            if let Some(val) = meta.get(key).and_then(Value::as_str)
+                && let Ok(val) = HeaderValue::from_str(val)
+            {
+                headers.insert(HeaderName::from_static(key), val);
+            }
+        }
+    }
+    headers
+}
+
+impl StreamableHttpClient for TracingHttp {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let headers = with_trace(&message, custom_headers);
+        self.0.post_message(uri, message, session_id, auth_header, headers).await
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        limits: StreamableHttpResponseLimits,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let headers = with_trace(&message, custom_headers);
+        self.0.post_message_with_response_limits(uri, message, session_id, auth_header, headers, limits).await
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.0.delete_session(uri, session_id, auth_header, custom_headers).await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+    ) -> Result<futures::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>, StreamableHttpError<Self::Error>> {
+        self.0.get_stream(uri, session_id, last_event_id, auth_header, custom_headers).await
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: Headers,
+        max_sse_event_size: usize,
+    ) -> Result<futures::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>, StreamableHttpError<Self::Error>> {
+        self.0.get_stream_with_max_sse_event_size(uri, session_id, last_event_id, auth_header, custom_headers, max_sse_event_size).await
+    }
+}
+
+/// Lists upstream tools at preparation: function sources through their executors, MCP
+/// sources through MCP (with the run's headers when the listing is for a run).
+pub struct Lister {
+    pub executors: Arc<Executors>,
+    pub mcp: Arc<McpClients>,
+}
+
+impl Lister {
+    async fn list_mcp(&self, def: &AgentDefinition, tenant: &str, agent_id: &str, run: Option<&RunContext>, listed: &mut BTreeMap<String, Vec<ToolDeclaration>>, diagnostics: &mut Vec<String>) {
+        let jobs = def.sources.iter().filter_map(|s| match &s.kind {
+            SourceKind::Mcp(m) => Some(async move { (s.id.clone(), self.mcp.list_tools(tenant, agent_id, &s.id, m, run).await) }),
+            _ => None,
+        });
+        for (id, r) in futures::future::join_all(jobs).await {
+            match r {
+                Ok(tools) => {
+                    listed.insert(id, tools);
+                }
+                Err(e) => {
+                    // Listed as empty: the source's tools are unavailable until the next preparation.
+                    listed.insert(id.clone(), Vec::new());
+                    diagnostics.push(format!("source {id:?}: MCP tools/list failed: {e}"));
+                }
+            }
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::registry::ToolLister for Lister {
+    async fn list(&self, def: &AgentDefinition) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
+        let (mut listed, mut diagnostics) = self.executors.list(def).await;
+        self.list_mcp(def, "", "", None, &mut listed, &mut diagnostics).await;
+        (listed, diagnostics)
+    }
+
+    fn run_key(&self, sources: &[PreparedSource], tenant: &str, run: &RunContext) -> Option<u64> {
+        McpClients::run_key(sources, tenant, run)
+    }
+
+    async fn list_for_run(&self, def: &AgentDefinition, tenant: &str, agent_id: &str, run: &RunContext) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
+        let (mut listed, mut diagnostics) = self.executors.list(def).await;
+        self.list_mcp(def, tenant, agent_id, Some(run), &mut listed, &mut diagnostics).await;
+        (listed, diagnostics)
+    }
+}

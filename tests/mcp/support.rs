@@ -1,0 +1,140 @@
+//! A real MCP server (rmcp, streamable HTTP on 127.0.0.1:0) whose tools can change while it
+//! runs and which records every request it sees: method, MCP session id, headers.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::ServerHandler;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// One request as the server saw it.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    pub method: &'static str,
+    pub session: String,
+    pub headers: BTreeMap<String, String>,
+    pub tool: String,
+}
+
+#[derive(Default)]
+struct State {
+    tools: Vec<Tool>,
+    seen: Vec<Seen>,
+}
+
+#[derive(Clone)]
+struct Recording(Arc<Mutex<State>>);
+
+pub struct McpServer {
+    pub addr: SocketAddr,
+    state: Arc<Mutex<State>>,
+    cancel: CancellationToken,
+}
+
+impl Drop for McpServer {
+    fn drop(&mut self) {
+        self.cancel.cancel();
+    }
+}
+
+/// A tool with an object schema of the given properties (all strings, `required` as given).
+pub fn mcp_tool(name: &str, description: &str, required: &[&str]) -> Tool {
+    let props: serde_json::Map<String, Value> =
+        required.iter().map(|p| (p.to_string(), json!({"type": "string", "description": format!("The {p}")}))).collect();
+    let schema = json!({"type": "object", "properties": props, "required": required});
+    let Value::Object(schema) = schema else { unreachable!() };
+    Tool::new(name.to_string(), description.to_string(), schema)
+}
+
+impl McpServer {
+    pub async fn start(tools: Vec<Tool>) -> Self {
+        let state = Arc::new(Mutex::new(State { tools, seen: Vec::new() }));
+        let cancel = CancellationToken::new();
+        let handler = Recording(state.clone());
+        let service: StreamableHttpService<Recording, LocalSessionManager> = StreamableHttpService::new(
+            move || Ok(handler.clone()),
+            Default::default(),
+            StreamableHttpServerConfig::default().with_sse_keep_alive(None).with_cancellation_token(cancel.child_token()),
+        );
+        let app = axum::Router::new().nest_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = cancel.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await;
+        });
+        Self { addr, state, cancel }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.addr)
+    }
+
+    pub fn set_tools(&self, tools: Vec<Tool>) {
+        self.state.lock().unwrap().tools = tools;
+    }
+
+    pub fn seen(&self) -> Vec<Seen> {
+        self.state.lock().unwrap().seen.clone()
+    }
+
+    /// The tools/call requests seen, in order.
+    pub fn calls(&self) -> Vec<Seen> {
+        self.seen().into_iter().filter(|s| s.method == "tools/call").collect()
+    }
+
+    pub fn lists(&self) -> usize {
+        self.seen().iter().filter(|s| s.method == "tools/list").count()
+    }
+}
+
+fn record(state: &Arc<Mutex<State>>, method: &'static str, cx: &RequestContext<RoleServer>, tool: &str) {
+    let parts = cx.extensions.get::<http::request::Parts>().expect("served over HTTP");
+    let headers = parts
+        .headers
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or_default().to_string()))
+        .collect::<BTreeMap<_, _>>();
+    let session = headers.get("mcp-session-id").cloned().unwrap_or_default();
+    state.lock().unwrap().seen.push(Seen { method, session, headers, tool: tool.to_string() });
+}
+
+impl ServerHandler for Recording {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(&self, _r: Option<PaginatedRequestParams>, cx: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
+        record(&self.0, "tools/list", &cx, "");
+        Ok(ListToolsResult::with_all_items(self.0.lock().unwrap().tools.clone()))
+    }
+
+    async fn call_tool(&self, r: CallToolRequestParams, cx: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+        record(&self.0, "tools/call", &cx, &r.name);
+        let known = self.0.lock().unwrap().tools.iter().any(|t| t.name == r.name);
+        if !known {
+            return Err(ErrorData::invalid_params(format!("unknown tool {}", r.name), None));
+        }
+        let args = Value::Object(r.arguments.unwrap_or_default());
+        if r.name.starts_with("slow") {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+        if r.name.starts_with("fail") {
+            return Ok(CallToolResult::error(vec![ContentBlock::text("the upstream tool failed")]).into());
+        }
+        let mut result = CallToolResult::success(vec![ContentBlock::text(json!({"tool": r.name, "arguments": args}).to_string())]);
+        result.structured_content = Some(json!({"tool": r.name, "arguments": args}));
+        Ok(result.into())
+    }
+}

@@ -54,6 +54,11 @@ pub struct ServeArgs {
     /// Turn auto-pinning off for every definition.
     #[arg(long, env = "TOOLROUTER_DISABLE_AUTO_PIN")]
     pub disable_auto_pin: bool,
+    /// How long (ms) a default version or run pin read from the store is trusted before it is
+    /// read again: how late a promotion or EndRun made through another replica is seen (0 =
+    /// read the store on every call).
+    #[arg(long, default_value_t = 1000, env = "TOOLROUTER_CACHE_REFRESH_MS")]
+    pub cache_refresh_ms: u64,
 
     // ----- security: authentication and limits (issue 6) -----
     /// API key file: a JSON array of {"tenant", "sha256", "identity"}; re-read on change.
@@ -156,6 +161,8 @@ pub struct ServerConfig {
     pub clock: Arc<dyn Clock>,
     /// How long shutdown waits for calls in flight.
     pub grace: Duration,
+    /// How long default versions and run pins read from the store are trusted.
+    pub cache_refresh: Duration,
     // ----- security (issue 6) -----
     pub auth: crate::auth::AuthConfig,
     pub limits: Limits,
@@ -177,6 +184,7 @@ impl ServerConfig {
             router: RouterConfig::default(),
             clock: Arc::new(SystemClock),
             grace: Duration::from_secs(5),
+            cache_refresh: Duration::from_secs(1),
             auth: crate::auth::AuthConfig::default(),
             // Production limits, but no rate limit: benchmarks drive one tenant hard.
             limits: Limits { rate: crate::auth::limits::RateLimit::OFF, ..Limits::default() },
@@ -198,6 +206,7 @@ impl From<ServeArgs> for ServerConfig {
             router: RouterConfig { run_idle: Duration::from_secs(a.run_idle_secs), auto_pin: !a.disable_auto_pin, ..Default::default() },
             clock: Arc::new(SystemClock),
             grace: Duration::from_secs(20),
+            cache_refresh: Duration::from_millis(a.cache_refresh_ms),
             auth: crate::auth::AuthConfig {
                 api_keys: a.api_keys,
                 insecure_no_auth: a.insecure_no_auth,

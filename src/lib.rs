@@ -1,6 +1,7 @@
 //! toolrouter: routes LLM tool calls (see README.md and SPEC).
 pub mod api;
 pub mod auth;
+pub mod cache;
 pub mod catalog;
 pub mod cli;
 pub mod clock;

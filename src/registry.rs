@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::OnceCell;
 
+use crate::cache::{self, VersionCache};
 use crate::catalog::{AgentDefinition, Catalog, PreparedSource, ToolDeclaration, validate};
 use crate::clock::Clock;
 use crate::error::{Error, FieldViolation, Result};
@@ -60,13 +61,16 @@ pub struct Registry {
     cache: Mutex<HashMap<Key, Arc<Entry>>>,
     cache_capacity: usize,
     max_definition_bytes: usize,
+    /// Default versions and run pins, trusted for a bounded time (`crate::cache`).
+    defaults: VersionCache,
+    pins: VersionCache,
 }
 
 impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::BadUrl(u) => Error::Internal(format!("bad store URL {u}")),
-            StoreError::Unreachable { .. } => Error::Unavailable(format!("store unavailable: {e}")),
+            StoreError::Unreachable { .. } | StoreError::Closed => Error::Unavailable(format!("store unavailable: {e}")),
             StoreError::Db(e) => Error::Unavailable(format!("store unavailable: {e}")),
         }
     }
@@ -85,7 +89,25 @@ fn check_agent_id(agent_id: &str) -> Result<()> {
 
 impl Registry {
     pub fn new(store: Store, clock: Arc<dyn Clock>, max_definition_bytes: usize) -> Self {
-        Self { store, clock, lister: None, cache: Mutex::new(HashMap::new()), cache_capacity: 256, max_definition_bytes }
+        Self {
+            store,
+            clock,
+            lister: None,
+            cache: Mutex::new(HashMap::new()),
+            cache_capacity: 256,
+            max_definition_bytes,
+            defaults: VersionCache::new(std::time::Duration::ZERO),
+            pins: VersionCache::new(std::time::Duration::ZERO),
+        }
+    }
+
+    /// Trusts default versions and run pins read from the store for `refresh` (zero:
+    /// never). This bounds how late a promotion or an `EndRun` made through another replica
+    /// is seen here.
+    pub fn with_cache_refresh(mut self, refresh: std::time::Duration) -> Self {
+        self.defaults = VersionCache::new(refresh);
+        self.pins = VersionCache::new(refresh);
+        self
     }
 
     pub fn with_lister(mut self, lister: Arc<dyn ToolLister>) -> Self {
@@ -113,6 +135,7 @@ impl Registry {
         validate::validate(def).map_err(Error::InvalidArgument)?;
         let text = serde_json::to_string(def).map_err(|e| Error::Internal(e.to_string()))?;
         let (rec, _) = self.store.create_version(tenant, agent_id, &text, make_default, self.clock.now_ms()).await?;
+        self.defaults.forget(&cache::key(&[tenant, agent_id]));
         decode(rec)
     }
 
@@ -151,7 +174,9 @@ impl Registry {
         if version == 0 {
             return Err(Error::invalid("version", "name the version to make default (1, 2, …)"));
         }
-        match self.store.set_default(tenant, agent_id, version, self.clock.now_ms()).await? {
+        let set = self.store.set_default(tenant, agent_id, version, self.clock.now_ms()).await?;
+        self.defaults.forget(&cache::key(&[tenant, agent_id]));
+        match set {
             Some(rec) => decode(rec),
             None => Err(self.get_version(tenant, agent_id, version).await.err().unwrap_or_else(|| not_found(agent_id))),
         }
@@ -161,19 +186,53 @@ impl Registry {
         if !self.store.delete_agent(tenant, agent_id).await? {
             return Err(not_found(agent_id));
         }
+        let agent = cache::key(&[tenant, agent_id]);
+        self.defaults.forget(&agent);
+        self.pins.forget_prefix(&agent);
         self.cache.lock().expect("cache lock").retain(|k, _| !(k.0 == tenant && k.1 == agent_id));
         Ok(())
     }
 
-    /// The version a request names (0 = default). The default pointer is read from the
-    /// store on every request, never cached: with several replicas on one database, a
-    /// default promoted through any of them is served by every replica from its next
-    /// request on (no staleness window). Catalogs are cached per immutable version only.
+    /// The version a request names (0 = default). A default read from the store is trusted
+    /// for the cache refresh time: a promotion through this replica is served at once, one
+    /// through another replica sharing the database within that time. Catalogs are cached
+    /// per immutable version.
     pub async fn resolve_version(&self, tenant: &str, agent_id: &str, version: u32) -> Result<u32> {
         if version != 0 {
             return Ok(version);
         }
-        self.store.default_version(tenant, agent_id).await?.ok_or_else(|| not_found(agent_id))
+        let key = cache::key(&[tenant, agent_id]);
+        let now = self.clock.now_ms();
+        if let Some(v) = self.defaults.get(&key, now, i64::MAX) {
+            return Ok(v);
+        }
+        let v = self.store.default_version(tenant, agent_id).await?.ok_or_else(|| not_found(agent_id))?;
+        self.defaults.put(key, v, now);
+        Ok(v)
+    }
+
+    /// The version a run is pinned to (SPEC §8), pinning the requested one (0: the default)
+    /// on the run's first call or once it was idle for `idle`. A pin read within the cache
+    /// refresh time, and less than half the idle time ago, is used without asking the store
+    /// (whose copy also records when the run was last seen).
+    pub async fn pin_run(&self, tenant: &str, agent_id: &str, version: u32, run_id: &str, idle: std::time::Duration) -> Result<u32> {
+        let key = cache::key(&[tenant, agent_id, run_id]);
+        let now = self.clock.now_ms();
+        let idle = idle.as_millis() as i64;
+        if let Some(pinned) = self.pins.get(&key, now, idle / 2) {
+            return Ok(pinned);
+        }
+        let requested = self.resolve_version(tenant, agent_id, version).await?;
+        let pinned = self.store.pin_run(tenant, agent_id, run_id, requested, now, now - idle).await?;
+        self.pins.put(key, pinned, now);
+        Ok(pinned)
+    }
+
+    /// Ends a run: its next call pins the default again.
+    pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<()> {
+        self.store.end_run(tenant, agent_id, run_id).await?;
+        self.pins.forget(&cache::key(&[tenant, agent_id, run_id]));
+        Ok(())
     }
 
     /// The compiled catalog of a version, built once and cached.

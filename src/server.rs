@@ -105,7 +105,9 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     let executors = Arc::new(Executors::new(cfg.executor.clone()));
     let mcp = Arc::new(crate::mcp::McpClients::new(cfg.mcp_client.clone(), cfg.secrets.clone()));
     let lister = Arc::new(crate::mcp::Lister { executors: executors.clone(), mcp: mcp.clone() });
-    let registry = Arc::new(Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes).with_lister(lister));
+    let registry = Arc::new(Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes)
+            .with_lister(lister)
+            .with_cache_refresh(cfg.cache_refresh));
     let router = Arc::new(Router::new(registry.clone(), executors, cfg.router.clone()).with_mcp(mcp.clone()));
     let metrics = Metrics::get();
 

@@ -82,6 +82,7 @@ suite!(
     finish_call_stores_the_first_outcome_only,
     release_call_lets_the_call_run_again,
     concurrent_claims_have_one_winner,
+    concurrent_claims_and_outcomes_of_many_calls_each_keep_one_winner_and_the_first_outcome,
     deferred_insert_get_transition_complete,
     concurrent_transitions_have_one_winner,
     list_deferred_filters_and_pages_with_the_cursor,
@@ -440,6 +441,33 @@ async fn concurrent_claims_have_one_winner(s: Store) {
         let claims: Vec<Claim> = futures::future::join_all(claims).await.into_iter().map(|r| r.unwrap().expect("claim")).collect();
         assert_eq!(claims.iter().filter(|c| **c == Claim::New).count(), 1, "{claims:?}");
         assert!(claims.iter().all(|c| matches!(c, Claim::New | Claim::Running { since: 1000 })), "{claims:?}");
+    }
+}
+
+/// Many calls at once (written in batches): per call id one claim wins, the first outcome
+/// stays, and a claim after the outcome finds it.
+async fn concurrent_claims_and_outcomes_of_many_calls_each_keep_one_winner_and_the_first_outcome(s: Store) {
+    let attempts = (0..300).map(|i| {
+        let s = s.clone();
+        let id = format!("m{}", i % 100);
+        tokio::spawn(async move {
+            let claim = s.claim_call(T, "a", "batch", &id, 1000).await.expect("claim");
+            if claim == Claim::New {
+                s.finish_call(T, "a", "batch", &id, &format!("outcome of {id}"), 2000).await.expect("finish");
+                s.finish_call(T, "a", "batch", &id, "a later outcome", 3000).await.expect("finish again");
+            }
+            (id, claim)
+        })
+    });
+    let results: Vec<(String, Claim)> = futures::future::join_all(attempts).await.into_iter().map(|r| r.unwrap()).collect();
+    for n in 0..100 {
+        let id = format!("m{n}");
+        let claims: Vec<&Claim> = results.iter().filter(|(i, _)| *i == id).map(|(_, c)| c).collect();
+        assert_eq!(claims.len(), 3);
+        assert_eq!(claims.iter().filter(|c| ***c == Claim::New).count(), 1, "{id}: {claims:?}");
+        let expected = Claim::Done(format!("outcome of {id}"));
+        assert!(claims.iter().all(|c| matches!(c, Claim::New | Claim::Running { since: 1000 }) || **c == expected), "{id}: {claims:?}");
+        assert_eq!(s.claim_call(T, "a", "batch", &id, 4000).await.unwrap(), expected);
     }
 }
 

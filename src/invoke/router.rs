@@ -32,7 +32,11 @@ pub struct RouterConfig {
 
 impl Default for RouterConfig {
     fn default() -> Self {
-        Self { run_idle: Duration::from_secs(24 * 3600), claim_timeout: Duration::from_secs(600), auto_pin: true }
+        Self {
+            run_idle: Duration::from_secs(24 * 3600),
+            claim_timeout: Duration::from_secs(600),
+            auto_pin: true,
+        }
     }
 }
 
@@ -98,13 +102,10 @@ impl Router {
 
     /// Resolves the version for a request: a run keeps the version its first call pinned.
     pub async fn resolve(&self, tenant: &str, agent_id: &str, version: u32, run: &RunContext) -> Result<Resolved> {
-        let requested = self.registry.resolve_version(tenant, agent_id, version).await?;
         let version = if run.run_id.is_empty() {
-            requested
+            self.registry.resolve_version(tenant, agent_id, version).await?
         } else {
-            let now = self.now();
-            let expired = now - self.config.run_idle.as_millis() as i64;
-            let pinned = self.registry.store().pin_run(tenant, agent_id, &run.run_id, requested, now, expired).await?;
+            let pinned = self.registry.pin_run(tenant, agent_id, version, &run.run_id, self.config.run_idle).await?;
             if version != 0 && pinned != version {
                 return Err(Error::FailedPrecondition(format!(
                     "run {:?} is pinned to version {pinned}; start a new run to use version {version}",
@@ -160,30 +161,28 @@ impl Router {
     }
 
     async fn handle_resolved(self: &Arc<Self>, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
+        let arguments = parse_arguments(call);
         // Discovery answers are pure: no need to remember them.
-        let arguments: Option<Value> = serde_json::from_str(&call.arguments_json).ok();
-        let empty = Value::Object(Default::default());
-        let args_for_parse = if call.arguments_json.trim().is_empty() { Some(&empty) } else { arguments.as_ref() };
-        if let Some(args) = args_for_parse {
-            if let Some(parsed) = control::parse_control_call(&r.catalog, &call.tool_name, args) {
-                match parsed {
-                    Err(msg) => return Ok(Outcome::Result(ToolResult::error("invalid_arguments", &msg))),
-                    Ok(other) => {
-                        if let Some(answer) = control::answer_discovery(&r.catalog, &other) {
-                            return Ok(Outcome::Result(answer));
-                        }
+        if let Ok(args) = &arguments
+            && let Some(parsed) = control::parse_control_call(&r.catalog, &call.tool_name, args)
+        {
+            match parsed {
+                Err(msg) => return Ok(Outcome::Result(ToolResult::error("invalid_arguments", &msg))),
+                Ok(other) => {
+                    if let Some(answer) = control::answer_discovery(&r.catalog, &other) {
+                        return Ok(Outcome::Result(answer));
                     }
                 }
             }
         }
         if call.tool_call_id.is_empty() || run.run_id.is_empty() {
-            return self.route(tenant, agent_id, r, run, call).await;
+            return self.route(tenant, agent_id, r, run, call, &arguments).await;
         }
-        self.exactly_once(tenant, agent_id, r, run, call).await
+        self.exactly_once(tenant, agent_id, r, run, call, arguments).await
     }
 
     /// Runs a call once per (agent, run, tool call id); duplicates get the first outcome.
-    async fn exactly_once(self: &Arc<Self>, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
+    async fn exactly_once(self: &Arc<Self>, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall, arguments: Arguments) -> Result<Outcome> {
         let key: CallKey = (tenant.into(), agent_id.into(), run.run_id.clone(), call.tool_call_id.clone());
         let store = self.registry.store();
         loop {
@@ -219,7 +218,7 @@ impl Router {
         let task = telemetry::spawn_in_span(async move {
             let _unlist = Unlist { router: &this, key, rx };
             let store = this.registry.store();
-            let outcome = this.route(&tenant, &agent_id, &r, &run, &call).await;
+            let outcome = this.route(&tenant, &agent_id, &r, &run, &call, &arguments).await;
             let stored = match &outcome {
                 Ok(o) => store.finish_call(&tenant, &agent_id, &run.run_id, &call.tool_call_id, &encode_outcome(o), this.now()).await,
                 Err(_) => {
@@ -236,35 +235,31 @@ impl Router {
 
     /// Resolves the target of a non-control call and runs, defers or refuses it. A tool
     /// name the catalog lacks prepares a catalog with MCP sources again first (SPEC §7).
-    async fn route(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
-        let outcome = self.route_in(tenant, agent_id, r, run, call).await?;
+    async fn route(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall, arguments: &Arguments) -> Result<Outcome> {
+        let outcome = self.route_in(tenant, agent_id, r, run, call, arguments).await?;
         let unknown = matches!(&outcome, Outcome::Result(t) if t.is_error && t.content_json.starts_with(r#"{"error":"unknown_tool""#));
         let min_age = self.mcp.as_ref().map(|m| m.config().refresh_min_age).unwrap_or_default();
         if unknown && crate::mcp::has_mcp(&r.catalog) && self.registry.refresh_for_run(tenant, agent_id, r.version, &r.catalog, run, min_age) {
             let catalog = self.registry.catalog_for_run(tenant, agent_id, r.version, run).await?;
-            return self.route_in(tenant, agent_id, &Resolved { version: r.version, catalog }, run, call).await;
+            return self.route_in(tenant, agent_id, &Resolved { version: r.version, catalog }, run, call, arguments).await;
         }
         Ok(outcome)
     }
 
-    async fn route_in(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall) -> Result<Outcome> {
+    async fn route_in(&self, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall, arguments: &Arguments) -> Result<Outcome> {
         let catalog = &r.catalog;
         let c = &catalog.control;
-        let arguments: Value = if call.arguments_json.trim().is_empty() {
-            Value::Object(Default::default())
-        } else {
-            match serde_json::from_str(&call.arguments_json) {
-                Ok(v) => v,
-                Err(e) => {
-                    return Ok(Outcome::Result(ToolResult::error(
-                        "invalid_arguments",
-                        &format!("The arguments of {} are not valid JSON ({e}). Send a JSON object.", call.tool_name),
-                    )));
-                }
+        let arguments = match arguments {
+            Ok(v) => v,
+            Err(e) => {
+                return Ok(Outcome::Result(ToolResult::error(
+                    "invalid_arguments",
+                    &format!("The arguments of {} are not valid JSON ({e}). Send a JSON object.", call.tool_name),
+                )));
             }
         };
         let (target, args) = if catalog.has_grouped() && call.tool_name == c.call {
-            let parsed = control::parse_control_call(catalog, &call.tool_name, &arguments);
+            let parsed = control::parse_control_call(catalog, &call.tool_name, arguments);
             let Some(Ok(ControlCall::Call { target, arguments })) = parsed else {
                 let msg = match parsed {
                     Some(Err(m)) => m,
@@ -293,7 +288,7 @@ impl Router {
                 Err(msg) => return Ok(Outcome::Result(ToolResult::error("unknown_tool", &msg))),
             }
         } else if let Some(i) = catalog.direct_tool(&call.tool_name).or_else(|| catalog.by_canonical(&call.tool_name)) {
-            (i, arguments)
+            (i, arguments.clone())
         } else {
             let hint = if catalog.has_grouped() {
                 format!(" Use {} to find grouped tools and {} to call them.", c.exposed_names()[0], c.call)
@@ -331,8 +326,8 @@ impl Router {
                 return Ok(Outcome::Result(result));
             }
         }
-        let target = self.target(catalog, i, &args);
         if tool.requires_approval || client {
+            let target = self.target(catalog, i, &args);
             let kind = if tool.requires_approval { DeferredKind::Approval } else { DeferredKind::ClientExecution };
             let deferred = DeferredCall { deferred_id: new_id(), kind, target, original_call: call.clone() };
             let now = self.now();
@@ -363,7 +358,7 @@ impl Router {
             telemetry::metrics::deferred_changed();
             return Ok(Outcome::Deferred(deferred));
         }
-        let result = self.execute(tenant, agent_id, catalog, i, &target.arguments_json, &call.tool_call_id, run).await;
+        let result = self.execute(tenant, agent_id, catalog, i, &args.to_string(), &call.tool_call_id, run).await;
         if !result.is_error {
             self.count_use(tenant, agent_id, catalog, i, run);
         }
@@ -638,7 +633,7 @@ impl Router {
             return Err(Error::invalid("run_id", "name the run to end"));
         }
         self.registry.resolve_version(tenant, agent_id, 0).await?;
-        self.registry.store().end_run(tenant, agent_id, run_id).await?;
+        self.registry.end_run(tenant, agent_id, run_id).await?;
         if let Some(mcp) = &self.mcp {
             mcp.end_run(tenant, agent_id, run_id);
         }
@@ -667,6 +662,17 @@ impl Drop for Unlist<'_> {
             inflight.remove(&self.key);
         }
     }
+}
+
+/// A call's arguments, parsed once: the JSON value, or what was wrong with the text.
+type Arguments = std::result::Result<Value, String>;
+
+/// Empty text is taken as `{}` (models often send nothing for tools without parameters).
+fn parse_arguments(call: &ToolCall) -> Arguments {
+    if call.arguments_json.trim().is_empty() {
+        return Ok(Value::Object(Default::default()));
+    }
+    serde_json::from_str(&call.arguments_json).map_err(|e| e.to_string())
 }
 
 fn resolution_name(stored: &str) -> &'static str {

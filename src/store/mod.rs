@@ -9,8 +9,11 @@
 //! Nothing here caches: every read (the default version of an agent in particular) asks the
 //! database, so a change made through one replica is seen by every other at its next request.
 
+mod calls;
 mod postgres;
 mod sqlite;
+
+use calls::{CallKey, CallWriter};
 
 use crate::telemetry::metrics::store_timer;
 
@@ -23,6 +26,9 @@ pub enum StoreError {
     Unreachable { target: String, reason: String },
     #[error("store error: {0}")]
     Db(#[from] sqlx::Error),
+    /// The store's writer task is gone (the runtime is shutting down).
+    #[error("store closed")]
+    Closed,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +86,8 @@ pub enum Transition {
 #[derive(Clone, Debug)]
 pub struct Store {
     backend: Backend,
+    /// Writes the claims and outcomes of tool calls in batches.
+    calls: CallWriter,
 }
 
 #[derive(Clone, Debug)]
@@ -108,7 +116,8 @@ impl Store {
         } else {
             return Err(StoreError::BadUrl(redact_url(url)));
         };
-        Ok(Store { backend })
+        let calls = CallWriter::start(backend.clone());
+        Ok(Store { backend, calls })
     }
 
     /// `"sqlite"` or `"postgres"`.
@@ -215,7 +224,7 @@ impl Store {
     /// Claims (agent, run, tool_call_id) for execution, or reports who has it.
     pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
         let _timer = store_timer("claim_call");
-        dispatch!(self.claim_call(tenant, agent_id, run_id, call_id, now))
+        self.calls.claim(CallKey::new(tenant, agent_id, run_id, call_id), now).await
     }
 
     pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
@@ -226,7 +235,7 @@ impl Store {
     /// Stores the outcome of a claimed call (only once).
     pub async fn finish_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, outcome: &str, now: i64) -> Result<(), StoreError> {
         let _timer = store_timer("finish_call");
-        dispatch!(self.finish_call(tenant, agent_id, run_id, call_id, outcome, now))
+        self.calls.finish(CallKey::new(tenant, agent_id, run_id, call_id), outcome.to_string(), now).await
     }
 
     /// Drops an unfinished claim, so the call can run again.

@@ -15,7 +15,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Row};
 
-use super::{decay, AgentRecord, Claim, DeferredRow, StoreError, Transition, VersionRecord};
+use super::{decay, AgentRecord, CallKey, Claim, DeferredRow, StoreError, Transition, VersionRecord};
 
 const SCHEMA: &str = include_str!("schema_postgres.sql");
 
@@ -55,11 +55,12 @@ impl PgStore {
         };
         migrate(&mut conn).await?;
         let _ = conn.close().await;
+        // Room for the batched call statements (one text per batch size) besides the others.
         let pool = PgPoolOptions::new()
             .max_connections(MAX_CONNECTIONS)
             .min_connections(1)
             .acquire_timeout(ACQUIRE_TIMEOUT)
-            .connect_with(opts)
+            .connect_with(opts.statement_cache_capacity(2 * super::calls::MAX_BATCH + 100))
             .await?;
         Ok(PgStore { pool })
     }
@@ -387,6 +388,51 @@ impl PgStore {
         .bind(call_id)
         .execute(&self.pool)
         .await?;
+        Ok(())
+    }
+
+    /// Claims many calls at once; returns the keys it inserted (a key twice in `rows` is
+    /// inserted once).
+    pub(super) async fn insert_claims(&self, rows: &[(&CallKey, i64)]) -> Result<Vec<CallKey>, StoreError> {
+        let values: Vec<String> = (0..rows.len())
+            .map(|i| {
+                let n = i * 5;
+                format!("(${}, ${}, ${}, ${}, NULL, ${})", n + 1, n + 2, n + 3, n + 4, n + 5)
+            })
+            .collect();
+        let sql = format!(
+            "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES {} \
+             ON CONFLICT (tenant, agent_id, run_id, tool_call_id) DO NOTHING RETURNING tenant, agent_id, run_id, tool_call_id",
+            values.join(", ")
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (k, now) in rows {
+            q = q.bind(&k.tenant).bind(&k.agent_id).bind(&k.run_id).bind(&k.call_id).bind(*now);
+        }
+        let inserted = q.fetch_all(&self.pool).await?;
+        Ok(inserted.iter().map(|r| CallKey { tenant: r.get(0), agent_id: r.get(1), run_id: r.get(2), call_id: r.get(3) }).collect())
+    }
+
+    /// Stores the outcomes of many claimed calls (each only once, distinct keys).
+    pub(super) async fn finish_calls(&self, rows: &[(&CallKey, &str, i64)]) -> Result<(), StoreError> {
+        let values: Vec<String> = (0..rows.len())
+            .map(|i| {
+                let n = i * 6;
+                format!("(${}, ${}, ${}, ${}, ${}, ${})", n + 1, n + 2, n + 3, n + 4, n + 5, n + 6)
+            })
+            .collect();
+        let sql = format!(
+            "WITH v (tenant, agent_id, run_id, tool_call_id, outcome, update_time) AS (VALUES {}) \
+             UPDATE tool_calls t SET outcome = v.outcome, update_time = v.update_time FROM v \
+             WHERE t.tenant = v.tenant AND t.agent_id = v.agent_id AND t.run_id = v.run_id \
+             AND t.tool_call_id = v.tool_call_id AND t.outcome IS NULL",
+            values.join(", ")
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (k, outcome, now) in rows {
+            q = q.bind(&k.tenant).bind(&k.agent_id).bind(&k.run_id).bind(&k.call_id).bind(*outcome).bind(*now);
+        }
+        q.execute(&self.pool).await?;
         Ok(())
     }
 

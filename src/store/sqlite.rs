@@ -1,6 +1,8 @@
 //! The embedded backend: one SQLite file (WAL, `synchronous=NORMAL`, busy timeout).
-//! `BEGIN IMMEDIATE` serialises writers, so a read-then-write transaction sees no
-//! concurrent change.
+//! Every write goes through one writer connection, so writers queue in the pool instead of
+//! sleeping in SQLite's busy handler; reads use a pool of their own (WAL readers don't block
+//! the writer). `BEGIN IMMEDIATE` keeps read-then-write transactions free of concurrent change
+//! even when another process opens the same file.
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -8,14 +10,20 @@ use std::time::Duration;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
 use sqlx::Row;
 
-use super::{decay, AgentRecord, Claim, DeferredRow, StoreError, Transition, VersionRecord};
+use super::{decay, AgentRecord, CallKey, Claim, DeferredRow, StoreError, Transition, VersionRecord};
 
 #[derive(Clone, Debug)]
 pub struct SqliteStore {
-    pool: SqlitePool,
+    /// Reads (several connections; the writer's pool for an in-memory database).
+    read: SqlitePool,
+    /// Writes: one connection.
+    write: SqlitePool,
 }
 
 const SCHEMA: &str = include_str!("schema_sqlite.sql");
+
+/// Prepared statements kept per connection.
+const STATEMENT_CACHE: usize = 2 * super::calls::MAX_BATCH + 100;
 
 impl SqliteStore {
     /// Opens (and creates) the store named by `url` and applies the schema.
@@ -31,23 +39,36 @@ impl SqliteStore {
             .synchronous(SqliteSynchronous::Normal)
             .busy_timeout(Duration::from_secs(10))
             .foreign_keys(true);
-        // An in-memory database lives in one connection.
-        let pool = SqlitePoolOptions::new()
-            .max_connections(if memory { 1 } else { 8 })
+        // An in-memory database lives in one connection. The pools skip the ping before each
+        // use: a broken connection fails its statement, which reports the error anyway.
+        // Room for the batched call statements (one text per batch size) besides the others.
+        let write = SqlitePoolOptions::new()
+            .max_connections(1)
             .min_connections(1)
-            .connect_with(opts)
+            .test_before_acquire(false)
+            .connect_with(opts.clone().statement_cache_capacity(STATEMENT_CACHE))
             .await?;
-        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = write.begin_with("BEGIN IMMEDIATE").await?;
         for stmt in SCHEMA.split(';').map(str::trim).filter(|s| !s.is_empty()) {
             sqlx::query(sqlx::AssertSqlSafe(stmt.to_string())).execute(&mut *tx).await?;
         }
         tx.commit().await?;
-        Ok(SqliteStore { pool })
+        let read = if memory {
+            write.clone()
+        } else {
+            SqlitePoolOptions::new()
+                .max_connections(4)
+                .min_connections(1)
+                .test_before_acquire(false)
+                .connect_with(opts.read_only(true))
+                .await?
+        };
+        Ok(SqliteStore { read, write })
     }
 
     /// Is the store reachable?
     pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        sqlx::query("SELECT 1").execute(&self.read).await?;
         Ok(())
     }
 
@@ -64,7 +85,7 @@ impl SqliteStore {
         make_default: bool,
         now: i64,
     ) -> Result<(VersionRecord, bool), StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.write.begin_with("BEGIN IMMEDIATE").await?;
         let agent = sqlx::query("SELECT default_version, latest_version FROM agents WHERE tenant = ? AND agent_id = ?")
             .bind(tenant)
             .bind(agent_id)
@@ -151,7 +172,7 @@ impl SqliteStore {
         .bind(tenant)
         .bind(agent_id)
         .bind(version.map(|v| v as i64))
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.read)
         .await?;
         Ok(row.map(|r| version_from_row(agent_id, &r)))
     }
@@ -161,7 +182,7 @@ impl SqliteStore {
         let row = sqlx::query("SELECT default_version FROM agents WHERE tenant = ? AND agent_id = ?")
             .bind(tenant)
             .bind(agent_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.read)
             .await?;
         Ok(row.map(|r| r.get::<i64, _>(0) as u32))
     }
@@ -174,7 +195,7 @@ impl SqliteStore {
         .bind(tenant)
         .bind(after)
         .bind(limit as i64)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.read)
         .await?;
         Ok(rows
             .iter()
@@ -202,14 +223,14 @@ impl SqliteStore {
         .bind(agent_id)
         .bind(after as i64)
         .bind(limit as i64)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.read)
         .await?;
         Ok(Some(rows.iter().map(|r| version_from_row(agent_id, r)).collect()))
     }
 
     /// Moves the default pointer; `None` if the agent or version does not exist.
     pub async fn set_default(&self, tenant: &str, agent_id: &str, version: u32, now: i64) -> Result<Option<VersionRecord>, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.write.begin_with("BEGIN IMMEDIATE").await?;
         let row = sqlx::query("SELECT definition, create_time FROM agent_versions WHERE tenant = ? AND agent_id = ? AND version = ?")
             .bind(tenant)
             .bind(agent_id)
@@ -230,7 +251,7 @@ impl SqliteStore {
 
     /// Deletes an agent, its versions and runs; false if it did not exist.
     pub async fn delete_agent(&self, tenant: &str, agent_id: &str) -> Result<bool, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.write.begin_with("BEGIN IMMEDIATE").await?;
         let n = sqlx::query("DELETE FROM agents WHERE tenant = ? AND agent_id = ?")
             .bind(tenant)
             .bind(agent_id)
@@ -253,29 +274,21 @@ impl SqliteStore {
     /// The version a run is pinned to, pinning `version` if the run is new or expired
     /// (idle since before `expired_before`).
     pub async fn pin_run(&self, tenant: &str, agent_id: &str, run_id: &str, version: u32, now: i64, expired_before: i64) -> Result<u32, StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query("DELETE FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ? AND last_seen < ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(expired_before)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES (?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET last_seen = excluded.last_seen")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(version as i64)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        let row = sqlx::query("SELECT version FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .fetch_one(&mut *tx)
-            .await?;
-        tx.commit().await?;
+        let row = sqlx::query(
+            "INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES (?, ?, ?, ?, ?) \
+             ON CONFLICT (tenant, agent_id, run_id) DO UPDATE SET \
+             version = CASE WHEN runs.last_seen < ? THEN excluded.version ELSE runs.version END, \
+             last_seen = excluded.last_seen \
+             RETURNING version",
+        )
+        .bind(tenant)
+        .bind(agent_id)
+        .bind(run_id)
+        .bind(version as i64)
+        .bind(now)
+        .bind(expired_before)
+        .fetch_one(&self.write)
+        .await?;
         Ok(row.get::<i64, _>(0) as u32)
     }
 
@@ -286,7 +299,7 @@ impl SqliteStore {
             .bind(agent_id)
             .bind(run_id)
             .bind(expired_before)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.read)
             .await?;
         Ok(row.map(|r| r.get::<i64, _>(0) as u32))
     }
@@ -296,7 +309,7 @@ impl SqliteStore {
         let row = sqlx::query("SELECT COUNT(*) FROM runs WHERE tenant = ? AND last_seen >= ?")
             .bind(tenant)
             .bind(expired_before)
-            .fetch_one(&self.pool)
+            .fetch_one(&self.read)
             .await?;
         Ok(row.get::<i64, _>(0) as u64)
     }
@@ -306,7 +319,7 @@ impl SqliteStore {
             .bind(tenant)
             .bind(agent_id)
             .bind(run_id)
-            .execute(&self.pool)
+            .execute(&self.write)
             .await?
             .rows_affected();
         Ok(n > 0)
@@ -314,7 +327,7 @@ impl SqliteStore {
 
     /// Forgets runs idle since before `expired_before`; returns how many.
     pub async fn expire_runs(&self, expired_before: i64) -> Result<u64, StoreError> {
-        Ok(sqlx::query("DELETE FROM runs WHERE last_seen < ?").bind(expired_before).execute(&self.pool).await?.rows_affected())
+        Ok(sqlx::query("DELETE FROM runs WHERE last_seen < ?").bind(expired_before).execute(&self.write).await?.rows_affected())
     }
 
     // ----- tool-call idempotency -----
@@ -330,7 +343,7 @@ impl SqliteStore {
                 .bind(run_id)
                 .bind(call_id)
                 .bind(now)
-                .execute(&self.pool)
+                .execute(&self.write)
                 .await?
                 .rows_affected();
             if inserted == 1 {
@@ -350,7 +363,7 @@ impl SqliteStore {
             .bind(agent_id)
             .bind(run_id)
             .bind(call_id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.read)
             .await?;
         Ok(row.map(|r| match r.get::<Option<String>, _>(0) {
             Some(o) => Claim::Done(o),
@@ -367,8 +380,41 @@ impl SqliteStore {
             .bind(agent_id)
             .bind(run_id)
             .bind(call_id)
-            .execute(&self.pool)
+            .execute(&self.write)
             .await?;
+        Ok(())
+    }
+
+    /// Claims many calls at once; returns the keys it inserted (a key twice in `rows` is
+    /// inserted once).
+    pub(super) async fn insert_claims(&self, rows: &[(&CallKey, i64)]) -> Result<Vec<CallKey>, StoreError> {
+        let values = vec!["(?, ?, ?, ?, NULL, ?)"; rows.len()].join(", ");
+        let sql = format!(
+            "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES {values} \
+             ON CONFLICT DO NOTHING RETURNING tenant, agent_id, run_id, tool_call_id"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (k, now) in rows {
+            q = q.bind(&k.tenant).bind(&k.agent_id).bind(&k.run_id).bind(&k.call_id).bind(*now);
+        }
+        let inserted = q.fetch_all(&self.write).await?;
+        Ok(inserted.iter().map(|r| CallKey { tenant: r.get(0), agent_id: r.get(1), run_id: r.get(2), call_id: r.get(3) }).collect())
+    }
+
+    /// Stores the outcomes of many claimed calls (each only once, distinct keys).
+    pub(super) async fn finish_calls(&self, rows: &[(&CallKey, &str, i64)]) -> Result<(), StoreError> {
+        let values = vec!["(?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
+        let sql = format!(
+            "WITH v (tenant, agent_id, run_id, tool_call_id, outcome, update_time) AS (VALUES {values}) \
+             UPDATE tool_calls SET outcome = v.outcome, update_time = v.update_time FROM v \
+             WHERE tool_calls.tenant = v.tenant AND tool_calls.agent_id = v.agent_id AND tool_calls.run_id = v.run_id \
+             AND tool_calls.tool_call_id = v.tool_call_id AND tool_calls.outcome IS NULL"
+        );
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (k, outcome, now) in rows {
+            q = q.bind(&k.tenant).bind(&k.agent_id).bind(&k.run_id).bind(&k.call_id).bind(*outcome).bind(*now);
+        }
+        q.execute(&self.write).await?;
         Ok(())
     }
 
@@ -379,7 +425,7 @@ impl SqliteStore {
             .bind(agent_id)
             .bind(run_id)
             .bind(call_id)
-            .execute(&self.pool)
+            .execute(&self.write)
             .await?;
         Ok(())
     }
@@ -399,7 +445,7 @@ impl SqliteStore {
             .bind(&row.result)
             .bind(row.create_time)
             .bind(row.resolve_time)
-            .execute(&self.pool)
+            .execute(&self.write)
             .await?;
         Ok(())
     }
@@ -408,7 +454,7 @@ impl SqliteStore {
         let row = sqlx::query(sqlx::AssertSqlSafe(format!("{DEFERRED_SELECT} WHERE tenant = ? AND deferred_id = ?")))
             .bind(tenant)
             .bind(id)
-            .fetch_optional(&self.pool)
+            .fetch_optional(&self.read)
             .await?;
         Ok(row.as_ref().map(deferred_from_row))
     }
@@ -421,7 +467,7 @@ impl SqliteStore {
             .bind(now)
             .bind(tenant)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.write)
             .await?
             .rows_affected();
         if n == 1 {
@@ -440,7 +486,7 @@ impl SqliteStore {
             .bind(now)
             .bind(tenant)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.write)
             .await?;
         Ok(())
     }
@@ -473,14 +519,14 @@ impl SqliteStore {
         .bind(after.0)
         .bind(after.1)
         .bind(limit as i64)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.read)
         .await?;
         Ok(rows.iter().map(deferred_from_row).collect())
     }
 
     /// Number of pending deferred records (all tenants), for metrics.
     pub async fn count_pending(&self) -> Result<u64, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) FROM deferred WHERE state = 'pending'").fetch_one(&self.pool).await?;
+        let row = sqlx::query("SELECT COUNT(*) FROM deferred WHERE state = 'pending'").fetch_one(&self.read).await?;
         Ok(row.get::<i64, _>(0) as u64)
     }
 
@@ -488,7 +534,7 @@ impl SqliteStore {
 
     /// Adds one successful call to a decayed count (`half_life_ms`).
     pub async fn record_use(&self, tenant: &str, agent_id: &str, user: &str, tool: &str, now: i64, half_life_ms: i64) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.write.begin_with("BEGIN IMMEDIATE").await?;
         let row = sqlx::query("SELECT score, last_update FROM tool_usage WHERE tenant = ? AND agent_id = ? AND user_id = ? AND tool_name = ?")
             .bind(tenant)
             .bind(agent_id)
@@ -519,7 +565,7 @@ impl SqliteStore {
             .bind(tenant)
             .bind(agent_id)
             .bind(user)
-            .fetch_all(&self.pool)
+            .fetch_all(&self.read)
             .await?;
         let mut out: Vec<(String, f64)> =
             rows.iter().map(|r| (r.get::<String, _>(0), decay(r.get(1), r.get(2), now, half_life_ms))).collect();

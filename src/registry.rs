@@ -213,13 +213,14 @@ impl Registry {
 
     /// The version a run is pinned to (SPEC §8), pinning the requested one (0: the default)
     /// on the run's first call or once it was idle for `idle`. A pin read within the cache
-    /// refresh time, and less than half the idle time ago, is used without asking the store
-    /// (whose copy also records when the run was last seen).
+    /// refresh time, and less than a tenth of the idle time ago, is used without asking the
+    /// store (whose copy records when the run was last seen: so a run served from memory
+    /// looks idle at most that much longer than it is).
     pub async fn pin_run(&self, tenant: &str, agent_id: &str, version: u32, run_id: &str, idle: std::time::Duration) -> Result<u32> {
         let key = cache::key(&[tenant, agent_id, run_id]);
         let now = self.clock.now_ms();
         let idle = idle.as_millis() as i64;
-        if let Some(pinned) = self.pins.get(&key, now, idle / 2) {
+        if let Some(pinned) = self.pins.get(&key, now, idle / 10) {
             return Ok(pinned);
         }
         let requested = self.resolve_version(tenant, agent_id, version).await?;

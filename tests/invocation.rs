@@ -1053,3 +1053,227 @@ async fn host_retry_of_an_approval_after_giving_up_gets_the_first_result() {
     assert_eq!((parse(&retry), retry.is_error), (json!("Ada"), false));
     assert_eq!(exec.calls(), 1);
 }
+
+// ----- 16. deferred records: client tools behind approval, executing state, lost executors -----
+
+#[tokio::test]
+async fn approving_an_approval_gated_client_tool_hands_it_to_the_client() {
+    let s = TestServer::start().await;
+    let mut confirm = schema_tool("wire_money", json!({"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}));
+    confirm.requires_approval = true;
+    s.create("ui", grouped("ui", vec![client_source("browser", vec![confirm])])).await;
+
+    let d = deferred_of(&s.call("ui", "r1", "c1", "call_tool", json!({"group": "ui", "tool": "wire_money", "arguments": {"amount": 5}})).await);
+    assert_eq!(d.kind, pb::DeferredKind::Approval as i32, "approval comes first, whatever the kind");
+    let err = s.resolve(&d.deferred_id, Resolution::ClientResult(pb::ClientResult { content_json: "1".into(), is_error: false })).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "a client result before the approval: {err:?}");
+
+    // Approved (with replacement arguments): now the client's turn, same id, still pending.
+    let handed = s.resolve(&d.deferred_id, approve(Some(json!({"amount": 7})))).await.unwrap();
+    assert!(!handed.is_error, "{handed:?}");
+    let marker = parse(&handed);
+    assert_eq!(marker["status"], "client_execution_pending", "{marker}");
+    assert_eq!(marker["deferred_id"], d.deferred_id.as_str());
+    assert_eq!(marker["arguments"], json!({"amount": 7}));
+    let again = s.resolve(&d.deferred_id, approve(Some(json!({"amount": 7})))).await.unwrap();
+    assert_eq!(again, handed, "the same approval again is the same answer");
+    let err = s.resolve(&d.deferred_id, approve(None)).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition, "a different approval: {err:?}");
+
+    let pending = list_deferred(&s, "ui", "r1", pb::DeferredState::Pending, 0, "").await;
+    assert_eq!(pending.records.len(), 1);
+    let call = pending.records[0].call.as_ref().unwrap();
+    assert_eq!(call.kind, pb::DeferredKind::ClientExecution as i32, "the record is a client execution now");
+    assert_eq!(serde_json::from_str::<Value>(&call.target.as_ref().unwrap().arguments_json).unwrap(), json!({"amount": 7}));
+    // A retry of the original tool call still finds its (original) deferred record.
+    assert_eq!(deferred_of(&s.call("ui", "r1", "c1", "call_tool", json!({"group": "ui", "tool": "wire_money", "arguments": {"amount": 5}})).await).deferred_id, d.deferred_id);
+
+    let done = ClientResultOf(json!({"sent": 7}));
+    let r = s.resolve(&d.deferred_id, done.resolution()).await.unwrap();
+    assert_eq!(parse(&r), json!({"sent": 7}));
+    assert_eq!(s.resolve(&d.deferred_id, done.resolution()).await.unwrap(), r, "idempotent");
+    let resolved = list_deferred(&s, "ui", "r1", pb::DeferredState::Resolved, 0, "").await;
+    assert_eq!(resolved.records.len(), 1);
+    assert_eq!(resolved.records[0].resolution, "client_result");
+}
+
+struct ClientResultOf(Value);
+
+impl ClientResultOf {
+    fn resolution(&self) -> Resolution {
+        Resolution::ClientResult(pb::ClientResult { content_json: self.0.to_string(), is_error: false })
+    }
+}
+
+#[tokio::test]
+async fn an_approved_call_is_listed_as_executing_until_its_result_is_in() {
+    let exec = spawn_executor(Behaviour::Sleep(Duration::from_millis(700))).await;
+    let s = TestServer::start().await;
+    s.create("crm", approval_def(&exec.endpoint())).await;
+    let d = deferred_of(&s.call("crm", "r1", "c1", "call_tool", call_crm(42)).await);
+
+    let resolving = tokio::spawn({
+        let router = s.router();
+        let id = d.deferred_id.clone();
+        async move {
+            let mut router = router;
+            router.resolve_deferred(pb::ResolveDeferredRequest { deferred_id: id, resolution: Some(approve(None)) }).await
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let executing = loop {
+        let page = list_deferred(&s, "crm", "r1", pb::DeferredState::Executing, 0, "").await;
+        if let Some(r) = page.records.first() {
+            break r.clone();
+        }
+        assert!(Instant::now() < deadline, "the approved call never showed as executing");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert_eq!(executing.state, pb::DeferredState::Executing as i32);
+    assert_eq!(executing.resolution, "approved");
+    assert!(executing.result.is_none());
+    assert!(list_deferred(&s, "crm", "r1", pb::DeferredState::Pending, 0, "").await.records.is_empty(), "no longer waiting for the host");
+    assert!(list_deferred(&s, "crm", "r1", pb::DeferredState::Resolved, 0, "").await.records.is_empty(), "not resolved before its result");
+
+    let r = resolving.await.unwrap().unwrap().into_inner();
+    assert_eq!(parse(&r), json!("Ada"));
+    let resolved = list_deferred(&s, "crm", "r1", pb::DeferredState::Resolved, 0, "").await;
+    assert_eq!(resolved.records.len(), 1);
+    assert_eq!(parse(resolved.records[0].result.as_ref().unwrap()), json!("Ada"));
+    assert!(list_deferred(&s, "crm", "r1", pb::DeferredState::Executing, 0, "").await.records.is_empty());
+}
+
+#[tokio::test]
+async fn an_approval_whose_executor_was_lost_resolves_as_outcome_unknown_after_the_claim_timeout() {
+    let exec = spawn_executor(Behaviour::Echo).await;
+    let clock = toolrouter::clock::ManualClock::new(START_MS);
+    let mut cfg = toolrouter::config::ServerConfig::for_tests();
+    cfg.clock = clock.clone();
+    let s = TestServer::start_with(cfg).await;
+    s.create("crm", approval_def(&exec.endpoint())).await;
+    let d = deferred_of(&s.call("crm", "r1", "c1", "call_tool", call_crm(42)).await);
+    // A replica accepted the approval and died before storing a result.
+    let store = s.server.router.registry().store().clone();
+    let approval = serde_json::to_string(&toolrouter::invoke::Resolution::Approve { arguments_json: None }).unwrap();
+    store.transition_deferred("default", &d.deferred_id, "executing", &approval, START_MS).await.unwrap();
+
+    clock.advance(Duration::from_secs(11 * 60));
+    let r = s.resolve(&d.deferred_id, approve(None)).await.unwrap();
+    assert!(r.is_error);
+    assert_eq!(parse(&r)["error"], "outcome_unknown", "{r:?}");
+    assert_eq!(exec.calls(), 0, "nothing is run again");
+    assert_eq!(s.resolve(&d.deferred_id, approve(None)).await.unwrap(), r, "the unknown outcome is the stored result");
+    let err = s.resolve(&d.deferred_id, deny("no")).await.unwrap_err();
+    assert_eq!(err.code(), tonic::Code::FailedPrecondition);
+}
+
+#[tokio::test]
+async fn approving_a_tool_that_is_no_longer_offered_is_a_model_visible_result() {
+    let mut refund = schema_tool("refund", json!({"type": "object", "properties": {"amount": {"type": "integer"}}}));
+    refund.requires_approval = true;
+    let exec = spawn_executor_listing(Behaviour::Echo, vec![refund]).await;
+    let s = TestServer::start().await;
+    s.create("billing", grouped("billing", vec![function_source("billing-tools", &exec.endpoint(), vec![])])).await;
+    let d = deferred_of(&s.call("billing", "r1", "c1", "call_tool", json!({"group": "billing", "tool": "refund", "arguments": {"amount": 5}})).await);
+
+    // The executor stops offering it; the next preparation lists tools again.
+    exec.set_listed(Vec::new());
+    s.server.router.registry().invalidate_listings("default", "billing");
+    let r = s.resolve(&d.deferred_id, approve(None)).await.unwrap();
+    assert!(r.is_error);
+    let content = parse(&r);
+    assert_eq!(content["error"], "tool_unavailable", "{content}");
+    assert!(msg(&content).contains("Refresh discovery") && msg(&content).contains("not run"), "{content}");
+    assert_eq!(exec.calls(), 0);
+}
+
+// ----- 17. runs expire, deadlines, server-wide switches, per-version limits, executor faults -----
+
+#[tokio::test]
+async fn an_idle_run_expires_and_its_next_call_pins_the_default_again() {
+    let exec = spawn_executor(Behaviour::Echo).await;
+    let clock = toolrouter::clock::ManualClock::new(START_MS);
+    let mut cfg = toolrouter::config::ServerConfig::for_tests();
+    cfg.clock = clock.clone();
+    cfg.router.run_idle = Duration::from_secs(600);
+    let s = TestServer::start_with(cfg).await;
+    s.create("crm", crm_definition(&exec.endpoint())).await;
+    assert_eq!(s.model_tools("crm", run_ctx("r1")).await.version, 1);
+    s.create("crm", approval_def(&exec.endpoint())).await;
+
+    // Busy runs stay pinned: calls every few minutes keep r1 alive past the idle time.
+    for _ in 0..4 {
+        clock.advance(Duration::from_secs(240));
+        assert_eq!(s.model_tools("crm", run_ctx("r1")).await.version, 1);
+    }
+    clock.advance(Duration::from_secs(601));
+    assert_eq!(s.model_tools("crm", run_ctx("r1")).await.version, 2, "idle past run_idle: the run starts over on the default");
+}
+
+#[tokio::test]
+async fn a_tool_timeout_wins_over_the_source_timeout() {
+    let exec = spawn_executor(Behaviour::Echo).await;
+    let s = TestServer::start().await;
+    let mut def = crm_with(&exec.endpoint(), |t| t.timeout = Some(millis(1500)));
+    def.sources[0] = with_function(def.sources[0].clone(), |f| f.timeout = Some(millis(5000)));
+    s.create("crm", def).await;
+    s.call_result("crm", "r1", "c1", "call_tool", call_crm(42)).await;
+    let d = exec.last_deadline().unwrap();
+    assert!(d <= Duration::from_millis(1500) && d > Duration::from_millis(1000), "tool timeout: {d:?}");
+}
+
+#[tokio::test]
+async fn auto_pinning_switched_off_for_the_server_never_counts_or_adds_hot_tools() {
+    let exec = spawn_executor(Behaviour::Echo).await;
+    let mut cfg = toolrouter::config::ServerConfig::for_tests();
+    cfg.router.auto_pin = false;
+    let s = TestServer::start_with(cfg).await;
+    s.create("crm", auto_pin_def(&exec.endpoint(), pb::AutoPinConfig { warmup_calls: 1, ..Default::default() })).await;
+    let ada = run_as("r1", Some("ada"), pb::Caller::Model);
+    for i in 0..3 {
+        let outcome = s.handle_raw("crm", ada.clone(), &format!("c{i}"), "call_tool", &call_crm(42).to_string()).await.unwrap();
+        assert!(!result_of(&outcome).1);
+    }
+    // Counts would be written off the call path within milliseconds: give them time.
+    let store = s.server.router.registry().store().clone();
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert!(store.usage("default", "crm", "ada", START_MS, 1).await.unwrap().is_empty(), "a call was counted");
+    }
+    assert!(hot(&s.model_tools("crm", ada).await).is_empty());
+}
+
+#[tokio::test]
+async fn a_new_version_with_another_concurrency_limit_gets_that_limit() {
+    let exec = spawn_executor(Behaviour::Sleep(Duration::from_millis(400))).await;
+    let mut cfg = toolrouter::config::ServerConfig::for_tests();
+    cfg.executor.queue_wait = Duration::from_millis(50);
+    let s = TestServer::start_with(cfg).await;
+    let limited = |n: u32| {
+        let mut def = crm_definition(&exec.endpoint());
+        def.sources[0] = with_function(def.sources[0].clone(), |f| f.max_concurrency = n);
+        def
+    };
+    s.create("crm", limited(1)).await;
+    let (a, b) = tokio::join!(s.call_result("crm", "r1", "c1", "call_tool", call_crm(42)), s.call_result("crm", "r1", "c2", "call_tool", call_crm(42)));
+    assert_eq!([a.1, b.1].iter().filter(|e| **e).count(), 1, "version 1 allows one at a time: {a:?} {b:?}");
+
+    s.create("crm", limited(2)).await;
+    let (a, b) = tokio::join!(s.call_result("crm", "r2", "c1", "call_tool", call_crm(42)), s.call_result("crm", "r2", "c2", "call_tool", call_crm(42)));
+    assert!(!a.1 && !b.1, "version 2 allows two at a time: {a:?} {b:?}");
+    assert_eq!(exec.max_inflight(), 2);
+}
+
+#[tokio::test]
+async fn an_executor_failing_with_its_own_internal_status_is_an_error_result_with_its_message() {
+    for code in [tonic::Code::Internal, tonic::Code::Unknown] {
+        let exec = spawn_executor(Behaviour::Status(code)).await;
+        let s = TestServer::start().await;
+        s.create("crm", crm_definition(&exec.endpoint())).await;
+        let (content, is_error) = s.call_result("crm", "r1", "c1", "call_tool", call_crm(42)).await;
+        assert!(is_error);
+        assert_eq!(content["error"], format!("{code:?}"), "{content}");
+        assert_eq!(content["message"], "executor status", "the executor's own message: {content}");
+        assert_eq!(exec.calls(), 1);
+    }
+}

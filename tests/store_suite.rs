@@ -85,6 +85,7 @@ suite!(
     concurrent_claims_and_outcomes_of_many_calls_each_keep_one_winner_and_the_first_outcome,
     deferred_insert_get_transition_complete,
     concurrent_transitions_have_one_winner,
+    hand_to_client_stores_the_new_record_once_and_keeps_it_pending,
     list_deferred_filters_and_pages_with_the_cursor,
     count_pending_counts_every_tenant,
     usage_decays_and_orders_highest_first,
@@ -541,16 +542,36 @@ async fn list_deferred_filters_and_pages_with_the_cursor(s: Store) {
     assert_eq!(ids(&s.list_deferred(T, "a", None, None, (2000, "d1"), 10).await.unwrap()), ["d2", "d0", "d4"]);
 
     assert_eq!(ids(&all(Some("r2"), None).await.unwrap()), ["d1", "d4"]);
-    // d2 executing (resolved for listing purposes), d0 resolved with a result.
+    // d2 executing, d0 resolved with a result.
     s.transition_deferred(T, "d2", "executing", "approve", 5000).await.unwrap();
     s.transition_deferred(T, "d0", "executing", "deny", 5000).await.unwrap();
-    s.complete_deferred(T, "d0", "{}", 5001).await.unwrap();
+    assert!(s.complete_deferred(T, "d0", "{}", 5001).await.unwrap());
+    assert!(!s.complete_deferred(T, "d0", "{\"later\":1}", 5002).await.unwrap(), "the first result stays");
+    assert!(!s.complete_deferred(T, "d3", "{}", 5002).await.unwrap(), "a pending record is not completed");
     assert_eq!(ids(&all(None, Some("pending")).await.unwrap()), ["d3", "d1", "d4"]);
-    assert_eq!(ids(&all(None, Some("resolved")).await.unwrap()), ["d2", "d0"], "`resolved` = everything not pending");
+    assert_eq!(ids(&all(None, Some("executing")).await.unwrap()), ["d2"]);
+    assert_eq!(ids(&all(None, Some("resolved")).await.unwrap()), ["d0"]);
+    assert_eq!(s.get_deferred(T, "d0").await.unwrap().unwrap().result.as_deref(), Some("{}"));
     assert_eq!(ids(&all(Some("r1"), Some("pending")).await.unwrap()), ["d3"]);
     assert_eq!(ids(&all(Some("r9"), None).await.unwrap()), Vec::<&str>::new());
     assert_eq!(ids(&s.list_deferred(T, "b", None, None, (i64::MIN, ""), 10).await.unwrap()), ["x1"]);
     assert_eq!(ids(&s.list_deferred(OTHER, "a", None, None, (i64::MIN, ""), 10).await.unwrap()), ["o1"]);
+}
+
+async fn hand_to_client_stores_the_new_record_once_and_keeps_it_pending(s: Store) {
+    let row = deferred("d1", "a", "r1", 1000);
+    s.insert_deferred(T, &row).await.unwrap();
+    assert_eq!(s.hand_to_client(T, "d1", "{\"client\":1}", "approve").await.unwrap(), Transition::Moved);
+    let handed = DeferredRow { record: "{\"client\":1}".into(), resolution: Some("approve".into()), ..row.clone() };
+    assert_eq!(s.get_deferred(T, "d1").await.unwrap(), Some(handed.clone()));
+    assert_eq!(s.count_pending().await.unwrap(), 1, "still waiting for the host");
+    // Only once: the second attempt sees the row as it is.
+    assert_eq!(s.hand_to_client(T, "d1", "{\"client\":2}", "approve").await.unwrap(), Transition::Already(handed));
+    assert_eq!(s.hand_to_client(T, "nope", "{}", "approve").await.unwrap(), Transition::Missing);
+    assert_eq!(s.hand_to_client(OTHER, "d1", "{}", "approve").await.unwrap(), Transition::Missing, "another tenant's record");
+    // The client's result then resolves it as usual.
+    assert_eq!(s.transition_deferred(T, "d1", "executing", "client", 2000).await.unwrap(), Transition::Moved);
+    assert!(s.complete_deferred(T, "d1", "{}", 2001).await.unwrap());
 }
 
 async fn count_pending_counts_every_tenant(s: Store) {

@@ -12,7 +12,7 @@ use crate::control::discovery::{self, Detail, DetailRequest, DiscoverRequest, Di
 use crate::auth::{Principal, UNAUTHENTICATED_MESSAGE};
 use crate::config::Limits;
 use crate::control::ModelToolKind;
-use crate::invoke::{self, DeferredKind, Outcome, Resolution, Router};
+use crate::invoke::{self, DeferredKind, DeferredState, Outcome, Resolution, Router};
 use crate::pb;
 use crate::registry::Registry;
 
@@ -398,15 +398,16 @@ impl pb::router_server::Router for RouterService {
     async fn list_deferred(&self, req: Request<pb::ListDeferredRequest>) -> Result<Response<pb::ListDeferredResponse>, Status> {
         let t = tenant(&req)?;
         let r = req.into_inner();
-        let pending = match pb::DeferredState::try_from(r.state) {
+        let state = match pb::DeferredState::try_from(r.state) {
             Ok(pb::DeferredState::Unspecified) => None,
-            Ok(pb::DeferredState::Pending) => Some(true),
-            Ok(pb::DeferredState::Resolved) => Some(false),
+            Ok(pb::DeferredState::Pending) => Some(DeferredState::Pending),
+            Ok(pb::DeferredState::Executing) => Some(DeferredState::Executing),
+            Ok(pb::DeferredState::Resolved) => Some(DeferredState::Resolved),
             Err(_) => return Err(invalid("state", "unknown state")),
         };
         let (records, next) = self
             .router
-            .list_deferred(&t, &r.agent_id, &r.run_id, pending, &r.page_token, r.page_size)
+            .list_deferred(&t, &r.agent_id, &r.run_id, state, &r.page_token, r.page_size)
             .await
             .map_err(to_status)?;
         Ok(Response::new(pb::ListDeferredResponse {
@@ -417,7 +418,11 @@ impl pb::router_server::Router for RouterService {
                     agent_id: rec.agent_id,
                     version: rec.version,
                     run_id: rec.run.run_id,
-                    state: if rec.pending { pb::DeferredState::Pending } else { pb::DeferredState::Resolved } as i32,
+                    state: match rec.state {
+                        DeferredState::Pending => pb::DeferredState::Pending,
+                        DeferredState::Executing => pb::DeferredState::Executing,
+                        DeferredState::Resolved => pb::DeferredState::Resolved,
+                    } as i32,
                     resolution: rec.resolution,
                     result: rec.result.map(pb_result),
                     create_time: Some(timestamp(rec.create_time)),

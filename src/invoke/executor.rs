@@ -86,12 +86,14 @@ impl Executors {
         Ok(channel)
     }
 
+    /// The semaphore of a source's limit. The key holds the limit itself, so a version that
+    /// changes it gets its own semaphore instead of the first version's.
     fn limit(&self, key: &str, max: u32) -> Arc<Semaphore> {
         let max = if max == 0 { self.config.default_max_concurrency } else { max };
         self.limits
             .lock()
             .expect("limits lock")
-            .entry(key.to_string())
+            .entry(format!("{key}\u{0}{max}"))
             .or_insert_with(|| Arc::new(Semaphore::new(max as usize)))
             .clone()
     }
@@ -166,7 +168,15 @@ fn classify(status: &tonic::Status) -> Execution {
     if deadline_passed(status) {
         return Execution::TimedOut;
     }
+    // A status with a transport error behind it was made on our side of a broken
+    // connection; one without came from the executor (a failing handler is UNKNOWN or
+    // INTERNAL in most gRPC stacks), which ran the call and reports its failure.
+    let from_transport = std::error::Error::source(status).is_some();
     match status.code() {
+        Code::Unknown | Code::Internal if !from_transport => Execution::Done {
+            content_json: serde_json::json!({"error": format!("{:?}", status.code()), "message": status.message()}).to_string(),
+            is_error: true,
+        },
         Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled => {
             Execution::Lost(status.message().to_string())
         }

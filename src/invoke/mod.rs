@@ -80,6 +80,32 @@ pub enum Outcome {
     Deferred(DeferredCall),
 }
 
+/// Where a deferred record is: waiting for the host (an approval or the client's result),
+/// being carried out (a resolution was accepted; its result follows), or done.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeferredState {
+    #[default]
+    Pending,
+    Executing,
+    Resolved,
+}
+
+impl DeferredState {
+    /// The store's name of the state.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeferredState::Pending => "pending",
+            DeferredState::Executing => "executing",
+            DeferredState::Resolved => "resolved",
+        }
+    }
+
+    pub fn parse(stored: &str) -> Option<Self> {
+        [DeferredState::Pending, DeferredState::Executing, DeferredState::Resolved].into_iter().find(|s| s.as_str() == stored)
+    }
+}
+
 /// A deferred record as stored and listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeferredRecord {
@@ -87,7 +113,9 @@ pub struct DeferredRecord {
     pub agent_id: String,
     pub version: u32,
     pub run: RunContext,
-    pub pending: bool,
+    /// Set when listed (the store's row says it); not part of the stored record.
+    #[serde(default, skip_serializing)]
+    pub state: DeferredState,
     pub resolution: String,
     pub result: Option<ToolResult>,
     pub create_time: i64,

@@ -336,7 +336,7 @@ impl Router {
                 agent_id: agent_id.into(),
                 version: r.version,
                 run: run.clone(),
-                pending: true,
+                state: DeferredState::Pending,
                 resolution: String::new(),
                 result: None,
                 create_time: now,
@@ -347,7 +347,7 @@ impl Router {
                 agent_id: agent_id.into(),
                 version: r.version,
                 run_id: run.run_id.clone(),
-                state: "pending".into(),
+                state: DeferredState::Pending.as_str().into(),
                 record: serde_json::to_string(&record).map_err(|e| Error::Internal(e.to_string()))?,
                 resolution: None,
                 result: None,
@@ -492,11 +492,20 @@ impl Router {
     /// `ResolveDeferred`: idempotent; a conflicting second resolution is refused.
     pub async fn resolve_deferred(self: &Arc<Self>, tenant: &str, id: &str, resolution: Resolution) -> Result<ToolResult> {
         let store = self.registry.store();
-        let row = store.get_deferred(tenant, id).await?.ok_or_else(|| Error::NotFound(format!("deferred call {id:?} not found")))?;
+        let row = store.get_deferred(tenant, id).await?.ok_or_else(|| not_found_deferred(id))?;
+        let resolution_text = serde_json::to_string(&resolution).map_err(|e| Error::Internal(e.to_string()))?;
+        // Already resolved: the same resolution gets the stored result, another is refused.
+        if row.state != "pending" {
+            return self.await_resolution(tenant, id, row, &resolution_text).await;
+        }
         let record: DeferredRecord = serde_json::from_str(&row.record).map_err(|e| Error::Internal(e.to_string()))?;
         match (&resolution, record.call.kind) {
             (Resolution::ClientResult { .. }, DeferredKind::Approval) => {
                 return Err(Error::FailedPrecondition(format!("deferred call {id:?} awaits approval: approve or deny it")));
+            }
+            // The approval that turned it into a client execution, again: the same answer.
+            (Resolution::Approve { .. }, DeferredKind::ClientExecution) if row.resolution.as_deref() == Some(resolution_text.as_str()) => {
+                return Ok(client_execution_pending(&record.call));
             }
             (Resolution::Approve { .. }, DeferredKind::ClientExecution) => {
                 return Err(Error::FailedPrecondition(format!(
@@ -505,58 +514,82 @@ impl Router {
             }
             _ => {}
         }
-        // Replacement arguments are checked before anything changes.
         let mut arguments = record.call.target.arguments_json.clone();
-        let catalog = match &resolution {
-            Resolution::Approve { arguments_json } => {
-                let catalog = self.registry.catalog_for_run(tenant, &record.agent_id, record.version, &record.run).await?;
-                let i = catalog.by_canonical(&record.call.target.name).or_else(|| catalog.direct_tool(&record.call.target.name));
-                let Some(i) = i else {
-                    return Err(Error::FailedPrecondition(format!("the target of {id:?} no longer exists")));
-                };
-                if let Some(a) = arguments_json {
-                    let value: Value = serde_json::from_str(a).map_err(|e| Error::invalid("approve.arguments_json", format!("not valid JSON: {e}")))?;
-                    if let Err(r) = check_arguments(catalog.tool(i), &value) {
-                        return Err(Error::invalid("approve.arguments_json", r.content_json));
-                    }
-                    arguments = value.to_string();
-                }
-                Some((catalog, i))
+        let mut target = None;
+        if let Resolution::Approve { arguments_json } = &resolution {
+            if record.call.target.definition.kind == crate::catalog::ToolKind::Client.as_str() {
+                return self.approve_client_tool(tenant, id, record, arguments_json.as_deref(), &resolution_text).await;
             }
-            _ => None,
-        };
-        let resolution_text = serde_json::to_string(&resolution).map_err(|e| Error::Internal(e.to_string()))?;
+            let catalog = self.registry.catalog_for_run(tenant, &record.agent_id, record.version, &record.run).await?;
+            let i = catalog.by_canonical(&record.call.target.name).or_else(|| catalog.direct_tool(&record.call.target.name));
+            // Replacement arguments are checked before anything changes.
+            if let (Some(a), Some(i)) = (arguments_json, i) {
+                let value: Value = serde_json::from_str(a).map_err(|e| Error::invalid("approve.arguments_json", format!("not valid JSON: {e}")))?;
+                if let Err(r) = check_arguments(catalog.tool(i), &value) {
+                    return Err(Error::invalid("approve.arguments_json", r.content_json));
+                }
+                arguments = value.to_string();
+            }
+            target = Some((catalog, i));
+        }
         match store.transition_deferred(tenant, id, "executing", &resolution_text, self.now()).await? {
-            Transition::Moved => {}
-            Transition::Missing => return Err(Error::NotFound(format!("deferred call {id:?} not found"))),
+            Transition::Moved => telemetry::metrics::deferred_changed(),
+            Transition::Missing => return Err(not_found_deferred(id)),
             Transition::Already(row) => return self.await_resolution(tenant, id, row, &resolution_text).await,
         }
         // Like a claimed tool call, the resolution runs to its end even if this request is
         // cancelled, so a retry finds the stored result instead of a record stuck executing.
         let this = self.clone();
         let (tenant, id) = (tenant.to_string(), id.to_string());
-        let task = telemetry::spawn_in_span(async move { this.complete_resolution(&tenant, &id, resolution, record, catalog, arguments).await });
+        let task = telemetry::spawn_in_span(async move { this.complete_resolution(&tenant, &id, resolution, record, target, arguments).await });
         task.await.map_err(|e| Error::Internal(format!("resolution task failed: {e}")))?
     }
 
-    /// Runs an accepted resolution and stores its result.
+    /// Approving an approval-gated client tool hands it to the client: the record becomes a
+    /// pending CLIENT_EXECUTION record (same id), finished by the client's result. The
+    /// client validates its arguments, so replacement arguments need only be a JSON object.
+    async fn approve_client_tool(&self, tenant: &str, id: &str, mut record: DeferredRecord, replacement: Option<&str>, resolution: &str) -> Result<ToolResult> {
+        if let Some(a) = replacement {
+            let value: Value = serde_json::from_str(a).map_err(|e| Error::invalid("approve.arguments_json", format!("not valid JSON: {e}")))?;
+            if !value.is_object() {
+                return Err(Error::invalid("approve.arguments_json", "the arguments must be a JSON object"));
+            }
+            record.call.target.arguments_json = value.to_string();
+        }
+        record.call.kind = DeferredKind::ClientExecution;
+        let text = serde_json::to_string(&record).map_err(|e| Error::Internal(e.to_string()))?;
+        match self.registry.store().hand_to_client(tenant, id, &text, resolution).await? {
+            Transition::Moved => Ok(client_execution_pending(&record.call)),
+            Transition::Missing => Err(not_found_deferred(id)),
+            // A concurrent identical approval did it first.
+            Transition::Already(row) if row.state == "pending" && row.resolution.as_deref() == Some(resolution) => Ok(client_execution_pending(&record.call)),
+            Transition::Already(row) => self.await_resolution(tenant, id, row, resolution).await,
+        }
+    }
+
+    /// Runs an accepted resolution and stores its result; the first stored result wins.
     async fn complete_resolution(
         &self,
         tenant: &str,
         id: &str,
         resolution: Resolution,
         record: DeferredRecord,
-        catalog: Option<(Arc<Catalog>, u32)>,
+        target: Option<(Arc<Catalog>, Option<u32>)>,
         arguments: String,
     ) -> Result<ToolResult> {
-        let result = match (&resolution, catalog) {
-            (Resolution::Approve { .. }, Some((catalog, i))) => {
+        let result = match (&resolution, target) {
+            (Resolution::Approve { .. }, Some((catalog, Some(i)))) => {
                 let r = self.execute(tenant, &record.agent_id, &catalog, i, &arguments, &record.call.original_call.tool_call_id, &record.run).await;
                 if !r.is_error {
                     self.count_use(tenant, &record.agent_id, &catalog, i, &record.run);
                 }
                 r
             }
+            // Gone since it was deferred (an MCP server stopped offering it).
+            (Resolution::Approve { .. }, _) => ToolResult::error(
+                "tool_unavailable",
+                &format!("{} is no longer available. It was not run. Refresh discovery and use a tool it returns.", record.call.target.name),
+            ),
             (Resolution::Deny { message }, _) => {
                 let text = if message.trim().is_empty() {
                     format!("The call to {} was denied. Do not retry it; ask the user how to proceed.", record.call.target.name)
@@ -566,17 +599,30 @@ impl Router {
                 ToolResult::error("denied", &text)
             }
             (Resolution::ClientResult { content_json, is_error }, _) => ToolResult { content_json: content_json.clone(), is_error: *is_error },
-            (Resolution::Approve { .. }, None) => unreachable!("approve always has a catalog"),
         };
-        let text = serde_json::to_string(&result).map_err(|e| Error::Internal(e.to_string()))?;
-        self.registry.store().complete_deferred(tenant, id, &text, self.now()).await?;
-        telemetry::metrics::deferred_changed();
-        Ok(result)
+        self.store_resolution_result(tenant, id, result).await
     }
 
+    /// Stores the result of an executing record unless one is there already, and returns
+    /// the stored one.
+    async fn store_resolution_result(&self, tenant: &str, id: &str, result: ToolResult) -> Result<ToolResult> {
+        let store = self.registry.store();
+        let text = serde_json::to_string(&result).map_err(|e| Error::Internal(e.to_string()))?;
+        let written = store.complete_deferred(tenant, id, &text, self.now()).await?;
+        telemetry::metrics::deferred_changed();
+        if written {
+            return Ok(result);
+        }
+        let row = store.get_deferred(tenant, id).await?.ok_or_else(|| not_found_deferred(id))?;
+        let stored = row.result.ok_or_else(|| Error::Internal(format!("deferred call {id:?} has no result")))?;
+        serde_json::from_str(&stored).map_err(|e| Error::Internal(e.to_string()))
+    }
+
+    /// Waits for the result of a resolution accepted earlier (the same resolution asked
+    /// again) and refuses a different one. A record still executing after the claim timeout
+    /// lost its executor (a crash): its outcome is unknown, and that becomes its result.
     async fn await_resolution(&self, tenant: &str, id: &str, mut row: DeferredRow, resolution: &str) -> Result<ToolResult> {
         let store = self.registry.store();
-        let started = self.now();
         loop {
             if row.resolution.as_deref() != Some(resolution) {
                 return Err(Error::FailedPrecondition(format!(
@@ -587,16 +633,19 @@ impl Router {
             if let Some(result) = &row.result {
                 return serde_json::from_str(result).map_err(|e| Error::Internal(e.to_string()));
             }
-            if self.now() - started > self.config.claim_timeout.as_millis() as i64 {
-                return Err(Error::Unavailable(format!("deferred call {id:?} is still being executed; ask again later")));
+            let since = row.resolve_time.unwrap_or(row.create_time);
+            if self.now() - since > self.config.claim_timeout.as_millis() as i64 {
+                let name = serde_json::from_str::<DeferredRecord>(&row.record).map(|r| r.call.target.name).unwrap_or_default();
+                let lost = uncertain(&name, "the approved call never reported its end");
+                return self.store_resolution_result(tenant, id, lost).await;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
-            row = store.get_deferred(tenant, id).await?.ok_or_else(|| Error::NotFound(format!("deferred call {id:?} not found")))?;
+            row = store.get_deferred(tenant, id).await?.ok_or_else(|| not_found_deferred(id))?;
         }
     }
 
     /// `ListDeferred`: records of an agent, optionally one run and one state.
-    pub async fn list_deferred(&self, tenant: &str, agent_id: &str, run_id: &str, pending: Option<bool>, page_token: &str, page_size: u32) -> Result<(Vec<DeferredRecord>, String)> {
+    pub async fn list_deferred(&self, tenant: &str, agent_id: &str, run_id: &str, state: Option<DeferredState>, page_token: &str, page_size: u32) -> Result<(Vec<DeferredRecord>, String)> {
         if agent_id.is_empty() {
             return Err(Error::invalid("agent_id", "name the agent"));
         }
@@ -607,7 +656,7 @@ impl Router {
             Some((t, id)) => (t.parse().map_err(|_| Error::invalid("page_token", "not a token from this API"))?, id.to_string()),
             None => (i64::MIN, String::new()),
         };
-        let state = pending.map(|p| if p { "pending" } else { "resolved" });
+        let state = state.map(DeferredState::as_str);
         let run = (!run_id.is_empty()).then_some(run_id);
         let rows = self.registry.store().list_deferred(tenant, agent_id, run, state, (after_time, &after_id), size + 1).await?;
         let more = rows.len() > size as usize;
@@ -617,7 +666,7 @@ impl Router {
             .iter()
             .map(|row| {
                 let mut rec: DeferredRecord = serde_json::from_str(&row.record).map_err(|e| Error::Internal(e.to_string()))?;
-                rec.pending = row.state == "pending";
+                rec.state = DeferredState::parse(&row.state).ok_or_else(|| Error::Internal(format!("unknown deferred state {:?}", row.state)))?;
                 rec.resolution = row.resolution.as_deref().map(resolution_name).unwrap_or("").to_string();
                 rec.result = row.result.as_deref().and_then(|r| serde_json::from_str(r).ok());
                 rec.resolve_time = row.resolve_time;
@@ -673,6 +722,22 @@ fn parse_arguments(call: &ToolCall) -> Arguments {
         return Ok(Value::Object(Default::default()));
     }
     serde_json::from_str(&call.arguments_json).map_err(|e| e.to_string())
+}
+
+fn not_found_deferred(id: &str) -> Error {
+    Error::NotFound(format!("deferred call {id:?} not found"))
+}
+
+/// What approving a client tool answers: the host runs it and sends its result.
+fn client_execution_pending(call: &DeferredCall) -> ToolResult {
+    let content = serde_json::json!({
+        "status": "client_execution_pending",
+        "deferred_id": call.deferred_id,
+        "tool": call.target.name,
+        "arguments": serde_json::from_str::<Value>(&call.target.arguments_json).unwrap_or(Value::Null),
+        "message": "Approved. Run this client tool and send its result with ResolveDeferred(client_result) under the same deferred id.",
+    });
+    ToolResult { content_json: content.to_string(), is_error: false }
 }
 
 fn resolution_name(stored: &str) -> &'static str {

@@ -177,7 +177,8 @@ impl McpClients {
 
     fn limit(&self, key: &str, max: u32) -> Arc<Semaphore> {
         let max = if max == 0 { self.config.default_max_concurrency } else { max };
-        self.limits.lock().expect("limits lock").entry(key.to_string()).or_insert_with(|| Arc::new(Semaphore::new(max as usize))).clone()
+        // The limit is part of the key: a version that changes it gets its own semaphore.
+        self.limits.lock().expect("limits lock").entry(format!("{key}\u{0}{max}")).or_insert_with(|| Arc::new(Semaphore::new(max as usize))).clone()
     }
 
     /// Calls one tool in the run's session, within the source's concurrency limit and the

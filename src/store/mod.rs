@@ -262,14 +262,22 @@ impl Store {
         dispatch!(self.transition_deferred(tenant, id, state, resolution, now))
     }
 
-    /// Records the result of a resolution and marks the record resolved.
-    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<(), StoreError> {
+    /// Records the result of a resolution and marks the record resolved, if it is still
+    /// executing (the first result wins); returns whether it did.
+    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<bool, StoreError> {
         let _timer = store_timer("complete_deferred");
         dispatch!(self.complete_deferred(tenant, id, result, now))
     }
 
-    /// Records of an agent (and run / state), oldest first, after the `(create_time, id)`
-    /// cursor.
+    /// Turns a pending, unresolved record into one the client executes: stores its new
+    /// `record` and the approving `resolution`; it stays pending.
+    pub async fn hand_to_client(&self, tenant: &str, id: &str, record: &str, resolution: &str) -> Result<Transition, StoreError> {
+        let _timer = store_timer("hand_to_client");
+        dispatch!(self.hand_to_client(tenant, id, record, resolution))
+    }
+
+    /// Records of an agent (and run / state: `pending`, `executing` or `resolved`), oldest
+    /// first, after the `(create_time, id)` cursor.
     pub async fn list_deferred(
         &self,
         tenant: &str,

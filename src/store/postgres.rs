@@ -505,15 +505,40 @@ impl PgStore {
     }
 
     /// Records the result of a resolution and marks the record resolved.
-    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE deferred SET state = 'resolved', result = $1, resolve_time = $2 WHERE tenant = $3 AND deferred_id = $4")
-            .bind(result)
-            .bind(now)
-            .bind(tenant)
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
+    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<bool, StoreError> {
+        let n = sqlx::query(
+            "UPDATE deferred SET state = 'resolved', result = $1, resolve_time = $2 WHERE tenant = $3 AND deferred_id = $4 AND state = 'executing'",
+        )
+        .bind(result)
+        .bind(now)
+        .bind(tenant)
+        .bind(id)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// Hands a pending record to the client: its record (now a client execution) and the
+    /// approval that did it are stored, the state stays pending. Only once.
+    pub async fn hand_to_client(&self, tenant: &str, id: &str, record: &str, resolution: &str) -> Result<Transition, StoreError> {
+        let n = sqlx::query(
+            "UPDATE deferred SET record = $1, resolution = $2 WHERE tenant = $3 AND deferred_id = $4 AND state = 'pending' AND resolution IS NULL",
+        )
+        .bind(record)
+        .bind(resolution)
+        .bind(tenant)
+        .bind(id)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        if n == 1 {
+            return Ok(Transition::Moved);
+        }
+        Ok(match self.get_deferred(tenant, id).await? {
+            Some(row) => Transition::Already(row),
+            None => Transition::Missing,
+        })
     }
 
     /// Records of an agent (and run / state), oldest first, after the `(create_time, id)`
@@ -529,7 +554,7 @@ impl PgStore {
     ) -> Result<Vec<DeferredRow>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "{DEFERRED_SELECT} WHERE tenant = $1 AND agent_id = $2 AND ($3::TEXT IS NULL OR run_id = $3) \
-             AND ($4::TEXT IS NULL OR state = $4 OR ($4 = 'resolved' AND state <> 'pending')) \
+             AND ($4::TEXT IS NULL OR state = $4) \
              AND (create_time > $5 OR (create_time = $5 AND deferred_id > $6)) \
              ORDER BY create_time, deferred_id LIMIT $7"
         )))

@@ -480,15 +480,40 @@ impl SqliteStore {
     }
 
     /// Records the result of a resolution and marks the record resolved.
-    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE deferred SET state = 'resolved', result = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ?")
-            .bind(result)
-            .bind(now)
-            .bind(tenant)
-            .bind(id)
-            .execute(&self.write)
-            .await?;
-        Ok(())
+    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<bool, StoreError> {
+        let n = sqlx::query(
+            "UPDATE deferred SET state = 'resolved', result = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'executing'",
+        )
+        .bind(result)
+        .bind(now)
+        .bind(tenant)
+        .bind(id)
+        .execute(&self.write)
+        .await?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// Hands a pending record to the client: its record (now a client execution) and the
+    /// approval that did it are stored, the state stays pending. Only once.
+    pub async fn hand_to_client(&self, tenant: &str, id: &str, record: &str, resolution: &str) -> Result<Transition, StoreError> {
+        let n = sqlx::query(
+            "UPDATE deferred SET record = ?, resolution = ? WHERE tenant = ? AND deferred_id = ? AND state = 'pending' AND resolution IS NULL",
+        )
+        .bind(record)
+        .bind(resolution)
+        .bind(tenant)
+        .bind(id)
+        .execute(&self.write)
+        .await?
+        .rows_affected();
+        if n == 1 {
+            return Ok(Transition::Moved);
+        }
+        Ok(match self.get_deferred(tenant, id).await? {
+            Some(row) => Transition::Already(row),
+            None => Transition::Missing,
+        })
     }
 
     /// Records of an agent (and run / state), oldest first, after the `(create_time, id)`
@@ -504,7 +529,7 @@ impl SqliteStore {
     ) -> Result<Vec<DeferredRow>, StoreError> {
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "{DEFERRED_SELECT} WHERE tenant = ? AND agent_id = ? AND (? IS NULL OR run_id = ?) \
-             AND (? IS NULL OR state = ? OR (? = 'resolved' AND state <> 'pending')) \
+             AND (? IS NULL OR state = ?) \
              AND (create_time > ? OR (create_time = ? AND deferred_id > ?)) \
              ORDER BY create_time, deferred_id LIMIT ?"
         )))
@@ -512,7 +537,6 @@ impl SqliteStore {
         .bind(agent_id)
         .bind(run_id)
         .bind(run_id)
-        .bind(state)
         .bind(state)
         .bind(state)
         .bind(after.0)

@@ -154,7 +154,8 @@ pub struct FakeExecutor {
     pub behaviour: Behaviour,
     pub calls: Arc<AtomicUsize>,
     pub last: Arc<std::sync::Mutex<Option<pb::ExecuteRequest>>>,
-    pub listed: Vec<pb::ToolDeclaration>,
+    /// What `ListTools` answers (changeable while it runs).
+    pub listed: Arc<std::sync::Mutex<Vec<pb::ToolDeclaration>>>,
     /// The `grpc-timeout` header of the last call, as received.
     pub last_timeout: Arc<std::sync::Mutex<Option<String>>>,
     /// The W3C `traceparent` metadata of the last call, as received.
@@ -213,7 +214,7 @@ impl ToolExecutor for FakeExecutor {
     }
 
     async fn list_tools(&self, _req: Request<pb::ListToolsRequest>) -> Result<Response<pb::ListToolsResponse>, Status> {
-        Ok(Response::new(pb::ListToolsResponse { tools: self.listed.clone() }))
+        Ok(Response::new(pb::ListToolsResponse { tools: self.listed.lock().unwrap().clone() }))
     }
 }
 
@@ -251,6 +252,11 @@ impl ExecutorHandle {
 
     pub fn max_inflight(&self) -> usize {
         self.exec.max_inflight.load(Ordering::SeqCst)
+    }
+
+    /// Changes what `ListTools` answers from now on.
+    pub fn set_listed(&self, tools: Vec<pb::ToolDeclaration>) {
+        *self.exec.listed.lock().unwrap() = tools;
     }
 }
 
@@ -294,7 +300,7 @@ pub async fn spawn_executor_listing(behaviour: Behaviour, listed: Vec<pb::ToolDe
         behaviour,
         calls: Arc::new(AtomicUsize::new(0)),
         last: Default::default(),
-        listed,
+        listed: Arc::new(std::sync::Mutex::new(listed)),
         last_timeout: Default::default(),
         last_traceparent: Default::default(),
         last_metadata: Default::default(),

@@ -60,6 +60,8 @@ pub struct Registry {
     cache: Mutex<HashMap<Key, Arc<Entry>>>,
     cache_capacity: usize,
     max_definition_bytes: usize,
+    /// Executor endpoints and MCP URLs must match it at registration (SPEC §9).
+    outbound: Arc<crate::outbound::Policy>,
 }
 
 impl From<StoreError> for Error {
@@ -85,7 +87,20 @@ fn check_agent_id(agent_id: &str) -> Result<()> {
 
 impl Registry {
     pub fn new(store: Store, clock: Arc<dyn Clock>, max_definition_bytes: usize) -> Self {
-        Self { store, clock, lister: None, cache: Mutex::new(HashMap::new()), cache_capacity: 256, max_definition_bytes }
+        Self {
+            store,
+            clock,
+            lister: None,
+            cache: Mutex::new(HashMap::new()),
+            cache_capacity: 256,
+            max_definition_bytes,
+            outbound: Arc::new(crate::outbound::Policy::default()),
+        }
+    }
+
+    pub fn with_outbound(mut self, policy: Arc<crate::outbound::Policy>) -> Self {
+        self.outbound = policy;
+        self
     }
 
     pub fn with_lister(mut self, lister: Arc<dyn ToolLister>) -> Self {
@@ -111,6 +126,10 @@ impl Registry {
             ));
         }
         validate::validate(def).map_err(Error::InvalidArgument)?;
+        let refused = crate::outbound::violations(&self.outbound, def);
+        if !refused.is_empty() {
+            return Err(Error::InvalidArgument(refused));
+        }
         let text = serde_json::to_string(def).map_err(|e| Error::Internal(e.to_string()))?;
         let (rec, _) = self.store.create_version(tenant, agent_id, &text, make_default, self.clock.now_ms()).await?;
         decode(rec)

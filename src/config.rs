@@ -112,6 +112,23 @@ pub struct ServeArgs {
     /// A run's MCP session with a source is closed after this many idle seconds.
     #[arg(long, default_value_t = 900, env = "TOOLROUTER_MCP_SESSION_IDLE_SECS")]
     pub mcp_session_idle_secs: u64,
+
+    // ----- outbound targets and upstream TLS (issue 6 items 3, 6b) -----
+    /// An allowed executor endpoint / MCP URL pattern: [http://|https://]HOST[:PORT] with HOST
+    /// `*`, `*.example.com`, a name, an IP address or a CIDR (repeatable; the environment
+    /// variable takes a comma-separated list). None given: loopback only.
+    #[arg(long = "outbound-allow", value_name = "PATTERN", env = "TOOLROUTER_OUTBOUND_ALLOW", value_delimiter = ',')]
+    pub outbound_allow: Vec<String>,
+    /// PEM bundle of CA certificates trusted for https:// upstreams, in addition to the system's.
+    #[arg(long, env = "TOOLROUTER_UPSTREAM_CA", value_name = "FILE")]
+    pub upstream_ca: Option<PathBuf>,
+    /// Client certificate chain (PEM) presented to https:// upstreams (mutual TLS).
+    #[arg(long, env = "TOOLROUTER_UPSTREAM_CLIENT_CERT", value_name = "FILE", requires = "upstream_client_key")]
+    pub upstream_client_cert: Option<PathBuf>,
+    /// The private key (PEM) of --upstream-client-cert.
+    #[arg(long, env = "TOOLROUTER_UPSTREAM_CLIENT_KEY", value_name = "FILE", requires = "upstream_client_cert")]
+    pub upstream_client_key: Option<PathBuf>,
+    // ----- end outbound -----
 }
 
 fn parse_secret(spec: &str) -> Result<(String, crate::mcp::SecretSource), String> {
@@ -170,6 +187,8 @@ pub struct ServerConfig {
     pub mcp_client: crate::mcp::McpClientConfig,
     pub mcp_endpoint: crate::mcp::McpEndpointConfig,
     pub secrets: crate::mcp::Secrets,
+    /// Allowed outbound targets and upstream TLS (issue 6 items 3, 6b).
+    pub outbound: crate::outbound::OutboundConfig,
 }
 
 impl ServerConfig {
@@ -191,6 +210,8 @@ impl ServerConfig {
             mcp_client: Default::default(),
             mcp_endpoint: Default::default(),
             secrets: Default::default(),
+            // Loopback only: every test executor and MCP server listens on 127.0.0.1.
+            outbound: Default::default(),
         }
     }
 }
@@ -238,6 +259,14 @@ impl From<ServeArgs> for ServerConfig {
                     s.insert(name, source);
                 }
                 s
+            },
+            outbound: crate::outbound::OutboundConfig {
+                allow: a.outbound_allow,
+                tls: crate::outbound::UpstreamTlsConfig {
+                    ca_file: a.upstream_ca,
+                    client_cert: a.upstream_client_cert,
+                    client_key: a.upstream_client_key,
+                },
             },
         }
     }

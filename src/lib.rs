@@ -13,6 +13,7 @@ pub mod eval;
 pub mod http;
 pub mod invoke;
 pub mod mcp;
+pub mod outbound;
 pub mod pb;
 pub mod registry;
 pub mod search;

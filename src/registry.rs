@@ -64,6 +64,8 @@ pub struct Registry {
     /// Default versions and run pins, trusted for a bounded time (`crate::cache`).
     defaults: VersionCache,
     pins: VersionCache,
+    /// Executor endpoints and MCP URLs must match it at registration (SPEC §9).
+    outbound: Arc<crate::outbound::Policy>,
 }
 
 impl From<StoreError> for Error {
@@ -98,6 +100,7 @@ impl Registry {
             max_definition_bytes,
             defaults: VersionCache::new(std::time::Duration::ZERO),
             pins: VersionCache::new(std::time::Duration::ZERO),
+            outbound: Arc::new(crate::outbound::Policy::default()),
         }
     }
 
@@ -107,6 +110,11 @@ impl Registry {
     pub fn with_cache_refresh(mut self, refresh: std::time::Duration) -> Self {
         self.defaults = VersionCache::new(refresh);
         self.pins = VersionCache::new(refresh);
+        self
+    }
+
+    pub fn with_outbound(mut self, policy: Arc<crate::outbound::Policy>) -> Self {
+        self.outbound = policy;
         self
     }
 
@@ -133,6 +141,10 @@ impl Registry {
             ));
         }
         validate::validate(def).map_err(Error::InvalidArgument)?;
+        let refused = crate::outbound::violations(&self.outbound, def);
+        if !refused.is_empty() {
+            return Err(Error::InvalidArgument(refused));
+        }
         let text = serde_json::to_string(def).map_err(|e| Error::Internal(e.to_string()))?;
         let (rec, _) = self.store.create_version(tenant, agent_id, &text, make_default, self.clock.now_ms()).await?;
         self.defaults.forget(&cache::key(&[tenant, agent_id]));

@@ -101,13 +101,19 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     let auth = Authenticator::from_config(&cfg.auth, cancel.clone()).await.context("loading API keys")?;
     crate::auth::check_listeners(&auth, &cfg.auth, &[cfg.grpc_addr, cfg.http_addr])?;
     // ----- end security -----
+    // Invalid patterns or unreadable TLS files stop start-up here.
+    let outbound = crate::outbound::Outbound::from_config(&cfg.outbound).context("outbound targets")?;
+    tracing::info!(allow = ?outbound.policy.patterns(), "outbound targets");
     let store = Store::open(&cfg.store).await.with_context(|| format!("opening store {}", crate::store::redact_url(&cfg.store)))?;
-    let executors = Arc::new(Executors::new(cfg.executor.clone()));
-    let mcp = Arc::new(crate::mcp::McpClients::new(cfg.mcp_client.clone(), cfg.secrets.clone()));
+    let executors = Arc::new(Executors::new(cfg.executor.clone(), outbound.clone()));
+    let mcp = Arc::new(crate::mcp::McpClients::new(cfg.mcp_client.clone(), cfg.secrets.clone(), &outbound));
     let lister = Arc::new(crate::mcp::Lister { executors: executors.clone(), mcp: mcp.clone() });
-    let registry = Arc::new(Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes)
+    let registry = Arc::new(
+        Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes)
             .with_lister(lister)
-            .with_cache_refresh(cfg.cache_refresh));
+            .with_outbound(outbound.policy.clone())
+            .with_cache_refresh(cfg.cache_refresh),
+    );
     let router = Arc::new(Router::new(registry.clone(), executors, cfg.router.clone()).with_mcp(mcp.clone()));
     let metrics = Metrics::get();
 

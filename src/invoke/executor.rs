@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::{Channel, ClientTlsConfig, Endpoint, Identity};
 
 use crate::catalog::{AgentDefinition, SourceKind, ToolDeclaration};
 use crate::pb;
@@ -58,13 +58,14 @@ pub enum Execution {
 
 pub struct Executors {
     config: ExecutorConfig,
+    outbound: crate::outbound::Outbound,
     channels: Mutex<HashMap<String, Channel>>,
     limits: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
 impl Executors {
-    pub fn new(config: ExecutorConfig) -> Self {
-        Self { config, channels: Mutex::new(HashMap::new()), limits: Mutex::new(HashMap::new()) }
+    pub fn new(config: ExecutorConfig, outbound: crate::outbound::Outbound) -> Self {
+        Self { config, outbound, channels: Mutex::new(HashMap::new()), limits: Mutex::new(HashMap::new()) }
     }
 
     pub fn config(&self) -> &ExecutorConfig {
@@ -81,7 +82,17 @@ impl Executors {
             .connect_timeout(self.config.connect_timeout)
             .tcp_nodelay(true)
             .http2_keep_alive_interval(Duration::from_secs(30));
-        let channel = ep.connect_lazy();
+        let ep = if ep.uri().scheme_str() == Some("https") {
+            let mut tls = ClientTlsConfig::new();
+            if let Some((cert, key)) = self.outbound.tls.client_identity_pem() {
+                tls = tls.identity(Identity::from_pem(cert, key));
+            }
+            ep.tls_config_with_verifier(tls, self.outbound.tls.verifier()).map_err(|e| format!("bad executor endpoint: {e}"))?
+        } else {
+            ep
+        };
+        // Every (re)connection checks the outbound policy and dials only an address that passed.
+        let channel = ep.connect_with_connector_lazy(crate::outbound::Connector::new(self.outbound.policy.clone()));
         channels.insert(endpoint.to_string(), channel.clone());
         Ok(channel)
     }
@@ -139,22 +150,36 @@ impl Executors {
                 let r = resp.into_inner();
                 Execution::Done { content_json: r.content_json, is_error: r.is_error }
             }
-            Ok(Err(status)) => classify(&status),
+            Ok(Err(status)) => {
+                // limit_key is "tenant\0agent\0source id".
+                warn_if_refused(limit_key.rsplit('\u{0}').next().unwrap_or_default(), &status);
+                classify(&status)
+            }
         }
     }
 
-    /// Asks an executor for its tools.
-    pub async fn list_tools(&self, endpoint: &str) -> Result<Vec<ToolDeclaration>, String> {
+    /// Asks a source's executor for its tools.
+    pub async fn list_tools(&self, source_id: &str, endpoint: &str) -> Result<Vec<ToolDeclaration>, String> {
         let channel = self.channel(endpoint)?;
         let mut req = tonic::Request::new(pb::ListToolsRequest {});
         req.set_timeout(self.config.default_timeout.min(Duration::from_secs(10)));
-        let resp = ToolExecutorClient::new(channel).list_tools(req).await.map_err(|s| s.message().to_string())?;
+        let resp = ToolExecutorClient::new(channel).list_tools(req).await.map_err(|s| {
+            warn_if_refused(source_id, &s);
+            s.message().to_string()
+        })?;
         let mut v = Vec::new();
         let tools = crate::api::convert::tool_decls(resp.into_inner().tools, "tools", &mut v);
         if !v.is_empty() {
             return Err(v.into_iter().map(|f| format!("{}: {}", f.field, f.description)).collect::<Vec<_>>().join("; "));
         }
         Ok(tools)
+    }
+}
+
+/// Logs a connection the outbound policy refused (SPEC §9), naming the source and the rule.
+fn warn_if_refused(source: &str, status: &tonic::Status) {
+    if let Some(refusal) = std::error::Error::source(status).and_then(crate::outbound::connect::find_refusal) {
+        tracing::warn!(source, rule = refusal.rule.code(), refusal = %refusal, "outbound connection refused");
     }
 }
 
@@ -209,6 +234,10 @@ fn deadline_passed(status: &tonic::Status) -> bool {
 fn connect_failure(status: &tonic::Status) -> bool {
     let mut err: Option<&(dyn std::error::Error + 'static)> = std::error::Error::source(status);
     while let Some(e) = err {
+        // The channel failed to connect (refused by policy, DNS, TCP or the TLS handshake).
+        if e.is::<tonic::ConnectError>() || e.is::<crate::outbound::ConnectError>() {
+            return true;
+        }
         if let Some(io) = e.downcast_ref::<std::io::Error>() {
             if matches!(
                 io.kind(),
@@ -234,7 +263,7 @@ impl crate::registry::ToolLister for Executors {
         let mut diagnostics = Vec::new();
         for s in &def.sources {
             match &s.kind {
-                SourceKind::Function(f) if f.tools.is_empty() => match self.list_tools(&f.endpoint).await {
+                SourceKind::Function(f) if f.tools.is_empty() => match self.list_tools(&s.id, &f.endpoint).await {
                     Ok(tools) => {
                         listed.insert(s.id.clone(), tools);
                     }

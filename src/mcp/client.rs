@@ -69,6 +69,7 @@ struct Slot {
 pub struct McpClients {
     config: McpClientConfig,
     secrets: Arc<Secrets>,
+    policy: Arc<crate::outbound::Policy>,
     http: TracingHttp,
     sessions: Mutex<HashMap<SessionKey, Arc<Slot>>>,
     limits: Mutex<HashMap<String, Arc<Semaphore>>>,
@@ -78,11 +79,12 @@ pub struct McpClients {
 pub type Headers = HashMap<HeaderName, HeaderValue>;
 
 impl McpClients {
-    pub fn new(config: McpClientConfig, secrets: Secrets) -> Self {
+    pub fn new(config: McpClientConfig, secrets: Secrets, outbound: &crate::outbound::Outbound) -> Self {
         Self {
             config,
             secrets: Arc::new(secrets),
-            http: TracingHttp(http_client()),
+            policy: outbound.policy.clone(),
+            http: TracingHttp(http_client(outbound)),
             sessions: Mutex::new(HashMap::new()),
             limits: Mutex::new(HashMap::new()),
         }
@@ -115,8 +117,8 @@ impl McpClients {
 
     /// Opens a session with the given headers (the one place where outbound MCP
     /// connections are made: URL checks belong here).
-    async fn open(&self, url: &str, headers: Headers) -> Result<Session, String> {
-        check_url(url)?;
+    async fn open(&self, source_id: &str, url: &str, headers: Headers) -> Result<Session, String> {
+        self.check_outbound(source_id, url).await?;
         let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);
         let transport = StreamableHttpClientTransport::with_client(self.http.clone(), config);
         let info = ClientInfo::new(ClientCapabilities::default(), Implementation::new("toolrouter", env!("CARGO_PKG_VERSION")));
@@ -124,6 +126,22 @@ impl McpClients {
             Ok(Ok(s)) => Ok(s),
             Ok(Err(e)) => Err(format!("the MCP server did not complete initialization: {}", short(&e.to_string()))),
             Err(_) => Err("the MCP server did not complete initialization in time".into()),
+        }
+    }
+
+    /// The outbound policy (SPEC §9): the URL as written, then the addresses its name
+    /// resolves to now, so a refusal names the source. The HTTP client's resolver filters
+    /// every later lookup too (DNS rebinding) and redirects are never followed.
+    async fn check_outbound(&self, source_id: &str, url: &str) -> Result<(), String> {
+        let refused = |r: &crate::outbound::Refusal| {
+            tracing::warn!(source = source_id, rule = r.rule.code(), refusal = %r, "outbound connection refused");
+            format!("the MCP server is refused by the outbound policy: {r}")
+        };
+        let target = self.policy.check_url(url).map_err(|r| refused(&r))?;
+        match crate::outbound::connect::resolve(&self.policy, &target.host, target.port).await {
+            Err(e) if e.refusal().is_some() => Err(refused(e.refusal().expect("checked"))),
+            // Lookup failures are left to the connection attempt, which reports them.
+            _ => Ok(()),
         }
     }
 
@@ -141,7 +159,7 @@ impl McpClients {
             .session
             .get_or_try_init(|| async {
                 let headers = self.resolve_headers(source, &key.0, Some(run))?;
-                self.open(&source.url, headers).await.map(Arc::new)
+                self.open(&key.3, &source.url, headers).await.map(Arc::new)
             })
             .await?;
         Ok(session.clone())
@@ -158,7 +176,7 @@ impl McpClients {
             }
             None => {
                 let headers = self.resolve_headers(source, tenant, run)?;
-                let session = self.open(&source.url, headers).await?;
+                let session = self.open(source_id, &source.url, headers).await?;
                 let tools = self.list_on(&session).await;
                 let _ = session.cancel().await;
                 tools
@@ -350,21 +368,18 @@ fn run_value(from: &str, tenant: &str, run: &RunContext) -> Option<String> {
     }
 }
 
-/// Refuses URLs that are not http(s). The operator allowlist (SPEC §9) plugs in here.
-pub fn check_url(url: &str) -> Result<(), String> {
-    if url.starts_with("http://") || url.starts_with("https://") {
-        Ok(())
-    } else {
-        Err("the MCP server URL must be http:// or https://".into())
-    }
-}
-
 /// The HTTP client used for every MCP server.
-fn http_client() -> reqwest::Client {
+fn http_client(outbound: &crate::outbound::Outbound) -> reqwest::Client {
     reqwest::Client::builder()
         // rmcp's own default: pooled idle connections stall on delayed ACKs.
         .pool_max_idle_per_host(0)
+        // No redirect is followed, to any host: a server cannot send toolrouter elsewhere.
         .redirect(reqwest::redirect::Policy::none())
+        // A proxy would resolve and connect past the policy.
+        .no_proxy()
+        .dns_resolver(crate::outbound::Resolver::new(outbound.policy.clone()))
+        // This client speaks HTTP/1.1 only (reqwest without http2).
+        .tls_backend_preconfigured(outbound.tls.client_config(&[b"http/1.1"]))
         .connect_timeout(Duration::from_secs(5))
         .build()
         .expect("HTTP client")

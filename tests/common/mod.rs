@@ -294,6 +294,15 @@ pub async fn spawn_executor(behaviour: Behaviour) -> ExecutorHandle {
 }
 
 pub async fn spawn_executor_listing(behaviour: Behaviour, listed: Vec<pb::ToolDeclaration>) -> ExecutorHandle {
+    spawn_executor_with(behaviour, listed, None).await
+}
+
+/// A fake executor serving gRPC over TLS (`https://localhost:PORT`).
+pub async fn spawn_executor_tls(behaviour: Behaviour, tls: tonic::transport::ServerTlsConfig) -> ExecutorHandle {
+    spawn_executor_with(behaviour, Vec::new(), Some(tls)).await
+}
+
+async fn spawn_executor_with(behaviour: Behaviour, listed: Vec<pb::ToolDeclaration>, tls: Option<tonic::transport::ServerTlsConfig>) -> ExecutorHandle {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().unwrap();
     let exec = FakeExecutor {
@@ -310,8 +319,12 @@ pub async fn spawn_executor_listing(behaviour: Behaviour, listed: Vec<pb::ToolDe
     let cancel = CancellationToken::new();
     let stop = cancel.clone();
     let svc = ToolExecutorServer::new(exec.clone());
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls).expect("executor TLS configuration");
+    }
     tokio::spawn(async move {
-        tonic::transport::Server::builder()
+        builder
             .add_service(svc)
             .serve_with_incoming_shutdown(tokio_stream::wrappers::TcpListenerStream::new(listener), stop.cancelled_owned())
             .await

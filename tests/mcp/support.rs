@@ -59,6 +59,15 @@ pub fn mcp_tool(name: &str, description: &str, required: &[&str]) -> Tool {
 
 impl McpServer {
     pub async fn start(tools: Vec<Tool>) -> Self {
+        Self::serve(tools, None).await
+    }
+
+    /// The same server over HTTPS with the given certificate (reach it as `localhost`).
+    pub async fn start_tls(tools: Vec<Tool>, tls: Arc<rustls::ServerConfig>) -> Self {
+        Self::serve(tools, Some(tls)).await
+    }
+
+    async fn serve(tools: Vec<Tool>, tls: Option<Arc<rustls::ServerConfig>>) -> Self {
         let state = Arc::new(Mutex::new(State { tools, seen: Vec::new() }));
         let cancel = CancellationToken::new();
         let handler = Recording(state.clone());
@@ -71,14 +80,26 @@ impl McpServer {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let stop = cancel.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await;
-        });
+        match tls {
+            None => {
+                tokio::spawn(async move {
+                    let _ = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled_owned().await }).await;
+                });
+            }
+            Some(tls) => {
+                tokio::spawn(serve_tls(listener, app, tokio_rustls::TlsAcceptor::from(tls), stop));
+            }
+        }
         Self { addr, state, cancel }
     }
 
     pub fn url(&self) -> String {
         format!("http://{}/mcp", self.addr)
+    }
+
+    /// The URL by name, for a certificate issued to `localhost`.
+    pub fn https_url(&self) -> String {
+        format!("https://localhost:{}/mcp", self.addr.port())
     }
 
     pub fn set_tools(&self, tools: Vec<Tool>) {
@@ -96,6 +117,28 @@ impl McpServer {
 
     pub fn lists(&self) -> usize {
         self.seen().iter().filter(|s| s.method == "tools/list").count()
+    }
+}
+
+/// Accepts TLS connections and serves each with HTTP/1.1 until cancelled. A failed
+/// handshake (an untrusted client) ends only that connection.
+async fn serve_tls(listener: tokio::net::TcpListener, app: axum::Router, acceptor: tokio_rustls::TlsAcceptor, stop: CancellationToken) {
+    use hyper_util::rt::{TokioExecutor, TokioIo};
+    loop {
+        let sock = tokio::select! {
+            _ = stop.cancelled() => return,
+            r = listener.accept() => match r { Ok((sock, _)) => sock, Err(_) => return },
+        };
+        let (acceptor, app, stop) = (acceptor.clone(), app.clone(), stop.clone());
+        tokio::spawn(async move {
+            let Ok(tls) = acceptor.accept(sock).await else { return };
+            let service = hyper_util::service::TowerToHyperService::new(app);
+            let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+            tokio::select! {
+                _ = stop.cancelled() => {}
+                _ = builder.serve_connection(TokioIo::new(tls), service) => {}
+            }
+        });
     }
 }
 

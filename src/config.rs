@@ -103,6 +103,15 @@ pub struct ServeArgs {
     /// Live runs per tenant (runs not ended and not idle-expired; 0 = no limit).
     #[arg(long, default_value_t = Limits::default().max_runs_per_tenant, env = "TOOLROUTER_MAX_RUNS_PER_TENANT")]
     pub max_runs_per_tenant: u64,
+    /// TLS: certificate chain (PEM, leaf first) for both listeners; re-read on change.
+    #[arg(long, env = "TOOLROUTER_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS: private key of the certificate (PEM: PKCS#8, PKCS#1 or SEC1); re-read on change.
+    #[arg(long, env = "TOOLROUTER_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// TLS: CA certificates (PEM) that client certificates must chain to (mutual TLS).
+    #[arg(long, env = "TOOLROUTER_TLS_CLIENT_CA", value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
     // ----- end security -----
     /// An operator secret for MCP header bindings: NAME=env:VAR or NAME=file:/path
     /// (repeatable; the environment variable takes a comma-separated list).
@@ -167,6 +176,8 @@ pub struct ServerConfig {
     // ----- security (issue 6) -----
     pub auth: crate::auth::AuthConfig,
     pub limits: Limits,
+    /// TLS on both listeners; `None` = plaintext.
+    pub tls: Option<crate::tls::TlsConfig>,
     // ----- end security -----
     pub mcp_client: crate::mcp::McpClientConfig,
     pub mcp_endpoint: crate::mcp::McpEndpointConfig,
@@ -188,6 +199,7 @@ impl ServerConfig {
             auth: crate::auth::AuthConfig::default(),
             // Production limits, but no rate limit: benchmarks drive one tenant hard.
             limits: Limits { rate: crate::auth::limits::RateLimit::OFF, ..Limits::default() },
+            tls: None,
             mcp_client: Default::default(),
             mcp_endpoint: Default::default(),
             secrets: Default::default(),
@@ -235,6 +247,10 @@ impl From<ServeArgs> for ServerConfig {
                 rate: crate::auth::limits::RateLimit { per_second: a.rate_limit_rps, burst: a.rate_limit_burst },
                 max_runs_per_tenant: a.max_runs_per_tenant,
             },
+            tls: match (a.tls_cert, a.tls_key) {
+                (Some(cert), Some(key)) => Some(crate::tls::TlsConfig { client_ca: a.tls_client_ca, ..crate::tls::TlsConfig::new(cert, key) }),
+                _ => None,
+            },
             mcp_client: crate::mcp::McpClientConfig {
                 session_idle: Duration::from_secs(a.mcp_session_idle_secs),
                 default_timeout: Duration::from_millis(a.default_timeout_ms),
@@ -279,5 +295,16 @@ mod tests {
         assert!(with(&[]).is_err(), "an issuer without keys");
         assert!(with(&["--jwt-jwks-url", "https://idp/jwks", "--jwt-jwks-refresh-secs", "0"]).is_err());
         assert!(serve(&["--jwt-jwks-url", "https://idp/jwks"]).is_err(), "keys without an issuer");
+    }
+
+    #[test]
+    fn tls_needs_both_certificate_and_key_and_a_client_ca_needs_them() {
+        let tls = serve(&["--tls-cert", "/tls/tls.crt", "--tls-key", "/tls/tls.key", "--tls-client-ca", "/tls/ca.crt"]).unwrap().tls.unwrap();
+        assert_eq!((tls.cert.to_str(), tls.key.to_str()), (Some("/tls/tls.crt"), Some("/tls/tls.key")));
+        assert_eq!(tls.client_ca.as_deref().and_then(|p| p.to_str()), Some("/tls/ca.crt"));
+        assert!(serve(&[]).unwrap().tls.is_none(), "plaintext by default");
+        assert!(serve(&["--tls-cert", "/tls/tls.crt"]).is_err());
+        assert!(serve(&["--tls-key", "/tls/tls.key"]).is_err());
+        assert!(serve(&["--tls-client-ca", "/tls/ca.crt"]).is_err());
     }
 }

@@ -71,6 +71,8 @@ pub enum TlsError {
     Mismatch,
     #[error("the TLS client CA file: {0}")]
     ClientCa(String),
+    #[error("the TLS configuration: {0}")]
+    Config(String),
 }
 
 /// Which listener a connection arrives on: it decides the ALPN protocols offered.
@@ -274,7 +276,7 @@ fn build_configs(provider: &Arc<CryptoProvider>, resolver: &Arc<CertResolver>, v
     let build = |role: Role| -> Result<Arc<ServerConfig>, TlsError> {
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| TlsError::Key(e.to_string()))?;
+            .map_err(|e| TlsError::Config(e.to_string()))?;
         let builder = match &verifier {
             Some(v) => builder.with_client_cert_verifier(v.clone()),
             None => builder.with_no_client_auth(),

@@ -330,14 +330,28 @@ def check_app(objs, where, min_replicas):
     need(ports.get("grpc") == 50051 and ports.get("http") == 8080, f"{where}: container ports grpc 50051, http 8080")
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         need(probe in c, f"{where}: {probe} missing")
-    need((c["livenessProbe"].get("grpc") or {}).get("port") == 50051, f"{where}: liveness must be the gRPC health probe on 50051")
+    # With TLS (TOOLROUTER_TLS_CERT set) Kubernetes gRPC probes cannot connect: every probe is
+    # then an HTTPS GET on the http port, liveness on /healthz.
+    tls = any(e.get("name") == "TOOLROUTER_TLS_CERT" for e in c.get("env", []))
+    if tls:
+        need((c["livenessProbe"].get("httpGet") or {}).get("path") == "/healthz",
+             f"{where}: with TLS, liveness must be GET /healthz over HTTPS (gRPC probes cannot use TLS)")
+    else:
+        need((c["livenessProbe"].get("grpc") or {}).get("port") == 50051, f"{where}: liveness must be the gRPC health probe on 50051")
     for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
         p = c[probe]
+        handlers = [h for h in ("grpc", "httpGet", "tcpSocket", "exec") if h in p]
+        need(len(handlers) == 1, f"{where}: {probe} must have exactly one handler, has {handlers}")
         if "grpc" in p:
+            need(not tls, f"{where}: {probe} is a gRPC probe, which cannot use TLS")
             need(p["grpc"]["port"] == 50051, f"{where}: {probe} grpc port")
         if "httpGet" in p:
             need(p["httpGet"]["port"] in ("http", 8080) and p["httpGet"]["path"] in ("/readyz", "/healthz"),
                  f"{where}: {probe} must ask /readyz or /healthz on the http port")
+            need(p["httpGet"].get("scheme", "HTTP") == ("HTTPS" if tls else "HTTP"),
+                 f"{where}: {probe} scheme must be {'HTTPS' if tls else 'HTTP'}")
+    need(ann.get("prometheus.io/scheme", "http") == ("https" if tls else "http"),
+         f"{where}: prometheus.io/scheme annotation must be {'https' if tls else 'http'}")
 
     res = c.get("resources", {})
     for kind in ("requests", "limits"):
@@ -375,6 +389,13 @@ def check_app(objs, where, min_replicas):
     keys_mount = [m for p, m in mounts.items() if keys_path.startswith(p.rstrip("/") + "/")]
     need(keys_mount and (vols[keys_mount[0]["name"]].get("secret") or {}).get("secretName") == "toolrouter-api-keys",
          f"{where}: TOOLROUTER_API_KEYS must be a file of the mounted Secret toolrouter-api-keys")
+    if tls:
+        for var in ("TOOLROUTER_TLS_CERT", "TOOLROUTER_TLS_KEY"):
+            path = (names.get(var) or {}).get("value", "")
+            mount = [m for p, m in mounts.items() if path.startswith(p.rstrip("/") + "/")]
+            need(mount and (vols[mount[0]["name"]].get("secret") or {}).get("secretName") == "toolrouter-tls"
+                 and "subPath" not in mount[0],
+                 f"{where}: {var} must be a file of the Secret toolrouter-tls, mounted without subPath (renewals reach the pod)")
     for path in ("/tmp", "/var/lib/toolrouter"):
         need(path in mounts and "emptyDir" in vols[mounts[path]["name"]], f"{where}: {path} must be an emptyDir")
 
@@ -382,9 +403,14 @@ def check_app(objs, where, min_replicas):
     svc = one(objs, "Service", "toolrouter")
     need(selects(svc["spec"]["selector"], labels), f"{where}: Service selector does not match the pods")
     sports = {p["name"]: p for p in svc["spec"]["ports"]}
-    need(sports.get("grpc", {}).get("port") == 50051 and sports["grpc"].get("appProtocol") == "grpc",
-         f"{where}: Service port grpc 50051 with appProtocol grpc")
+    need(sports.get("grpc", {}).get("port") == 50051 and sports["grpc"].get("appProtocol") == ("https" if tls else "grpc"),
+         f"{where}: Service port grpc 50051 with appProtocol {'https (TLS)' if tls else 'grpc'}")
     need(sports.get("http", {}).get("port") == 8080, f"{where}: Service port http 8080")
+    if tls:
+        for service in by_kind(objs, "Service"):
+            for p in service["spec"]["ports"]:
+                need(p.get("appProtocol") == "https",
+                     f"{where}: Service {service['metadata']['name']} port {p['name']} carries TLS: appProtocol https")
     for p in svc["spec"]["ports"]:
         need(p["targetPort"] in ports or p["targetPort"] in ports.values(), f"{where}: Service targetPort {p['targetPort']} unknown")
 
@@ -408,14 +434,15 @@ def check_app(objs, where, min_replicas):
     need({50051, 8080} <= in_ports, f"{where}: NetworkPolicy ingress must open 50051 and 8080")
     out_ports = {p["port"] for r in np["spec"]["egress"] for p in r.get("ports", [])}
     need({53, 5432, 4317} <= out_ports, f"{where}: NetworkPolicy egress must allow DNS, PostgreSQL and OTLP")
-    return dep, hpa
+    return dep, hpa, tls
 
 
 def cmd_policy(base_file, prod_file):
     base = load_all(base_file)
     prod = load_all(prod_file)
     check_app(base, "base", 2)
-    dep, hpa = check_app(prod, "production", 3)
+    dep, hpa, tls = check_app(prod, "production", 3)
+    need(tls, "production: TLS on both listeners (TOOLROUTER_TLS_CERT, TOOLROUTER_TLS_KEY from the Secret toolrouter-tls)")
     need(dep["spec"]["replicas"] == 3, "production: 3 replicas")
     need(hpa["spec"]["minReplicas"] >= 3, "production: HPA minReplicas >= 3")
     (c,) = [c for c in dep["spec"]["template"]["spec"]["containers"] if c["name"] == "toolrouter"]
@@ -426,7 +453,7 @@ def cmd_policy(base_file, prod_file):
                  "production: namespace must enforce the restricted Pod Security Standard")
         else:
             need(o["metadata"].get("namespace") == "toolrouter", f"production: {o['kind']}/{o['metadata']['name']} not in namespace toolrouter")
-    print("base and production renders meet the deployment rules (security, probes, secrets, scaling, network)")
+    print("base and production renders meet the deployment rules (security, probes, TLS, secrets, scaling, network)")
 
 
 # --------------------------------------------------------------------------------------------
@@ -466,6 +493,11 @@ def cmd_otel(path, app_configmap):
         f"{path}: Prometheus scrape of toolrouter's /metrics on 8080")
     (c,) = dep["spec"]["template"]["spec"]["containers"]
     mount_paths = {m["name"]: m["mountPath"] for m in c.get("volumeMounts", [])}
+    for s in scrapes:
+        if s.get("scheme") == "https":
+            ca = (s.get("tls_config") or {}).get("ca_file", "")
+            need(ca and any(ca.startswith(p.rstrip("/") + "/") for p in mount_paths.values()),
+                 f"{path}: scrape job {s.get('job_name')} verifies TLS with {ca!r}, which no volume provides")
     vol = [v for v in dep["spec"]["template"]["spec"]["volumes"] if (v.get("configMap") or {}).get("name") == cm["metadata"]["name"]]
     need(vol, f"{path}: the Deployment does not mount the ConfigMap")
     cfg_path = mount_paths[vol[0]["name"]].rstrip("/") + "/" + fname

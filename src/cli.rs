@@ -21,10 +21,11 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 async fn serve(cfg: ServerConfig) -> anyhow::Result<()> {
     let server = crate::server::start(cfg.clone()).await?;
     println!(
-        "toolrouter listening: grpc={} http={} store={}",
+        "toolrouter listening: grpc={} http={} store={}{}",
         server.grpc_addr,
         server.http_addr,
-        crate::store::redact_url(&cfg.store)
+        crate::store::redact_url(&cfg.store),
+        if cfg.tls.is_some() { " tls=on" } else { "" }
     );
     shutdown_signal().await;
     tracing::info!("shutting down");

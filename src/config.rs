@@ -64,18 +64,26 @@ pub struct ServeArgs {
     /// API key file: a JSON array of {"tenant", "sha256", "identity"}; re-read on change.
     #[arg(long, env = "TOOLROUTER_API_KEYS", value_name = "FILE")]
     pub api_keys: Option<PathBuf>,
-    /// JWT: required issuer (`iss`); with --jwt-audience and --jwt-jwks, enables JWT bearer tokens.
-    #[arg(long, env = "TOOLROUTER_JWT_ISSUER", requires_all = ["jwt_audience", "jwt_jwks"])]
+    /// JWT: required issuer (`iss`); with --jwt-audience and --jwt-jwks or --jwt-jwks-url,
+    /// enables JWT bearer tokens.
+    #[arg(long, env = "TOOLROUTER_JWT_ISSUER", requires_all = ["jwt_audience", "jwks"])]
     pub jwt_issuer: Option<String>,
     /// JWT: required audience (one of `aud`).
     #[arg(long, env = "TOOLROUTER_JWT_AUDIENCE", requires = "jwt_issuer")]
     pub jwt_audience: Option<String>,
     /// JWT: JWKS file with the issuer's public keys (re-read on change).
-    #[arg(long, env = "TOOLROUTER_JWT_JWKS", value_name = "FILE", requires = "jwt_issuer")]
+    #[arg(long, env = "TOOLROUTER_JWT_JWKS", value_name = "FILE", requires = "jwt_issuer", group = "jwks")]
     pub jwt_jwks: Option<PathBuf>,
     /// JWT: the claim that names the tenant.
     #[arg(long, default_value = "tenant_id", env = "TOOLROUTER_JWT_TENANT_CLAIM")]
     pub jwt_tenant_claim: String,
+    /// JWT: URL of the issuer's JWKS (https; http only to a loopback address), instead of --jwt-jwks.
+    #[arg(long, env = "TOOLROUTER_JWT_JWKS_URL", value_name = "URL", requires = "jwt_issuer", group = "jwks")]
+    pub jwt_jwks_url: Option<String>,
+    /// JWT: seconds between two fetches of --jwt-jwks-url (a token with an unknown `kid` also
+    /// triggers one, at most every 30 s).
+    #[arg(long, default_value_t = 300, env = "TOOLROUTER_JWT_JWKS_REFRESH_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub jwt_jwks_refresh_secs: u64,
     /// Serve without authentication on a non-loopback address (never in production).
     #[arg(long, env = "TOOLROUTER_INSECURE_NO_AUTH")]
     pub insecure_no_auth: bool,
@@ -100,6 +108,15 @@ pub struct ServeArgs {
     /// Live runs per tenant (runs not ended and not idle-expired; 0 = no limit).
     #[arg(long, default_value_t = Limits::default().max_runs_per_tenant, env = "TOOLROUTER_MAX_RUNS_PER_TENANT")]
     pub max_runs_per_tenant: u64,
+    /// TLS: certificate chain (PEM, leaf first) for both listeners; re-read on change.
+    #[arg(long, env = "TOOLROUTER_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// TLS: private key of the certificate (PEM: PKCS#8, PKCS#1 or SEC1); re-read on change.
+    #[arg(long, env = "TOOLROUTER_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// TLS: CA certificates (PEM) that client certificates must chain to (mutual TLS).
+    #[arg(long, env = "TOOLROUTER_TLS_CLIENT_CA", value_name = "FILE", requires = "tls_cert")]
+    pub tls_client_ca: Option<PathBuf>,
     // ----- end security -----
     /// An operator secret for MCP header bindings: NAME=env:VAR or NAME=file:/path
     /// (repeatable; the environment variable takes a comma-separated list).
@@ -183,6 +200,8 @@ pub struct ServerConfig {
     // ----- security (issue 6) -----
     pub auth: crate::auth::AuthConfig,
     pub limits: Limits,
+    /// TLS on both listeners; `None` = plaintext.
+    pub tls: Option<crate::tls::TlsConfig>,
     // ----- end security -----
     pub mcp_client: crate::mcp::McpClientConfig,
     pub mcp_endpoint: crate::mcp::McpEndpointConfig,
@@ -207,6 +226,7 @@ impl ServerConfig {
             auth: crate::auth::AuthConfig::default(),
             // Production limits, but no rate limit: benchmarks drive one tenant hard.
             limits: Limits { rate: crate::auth::limits::RateLimit::OFF, ..Limits::default() },
+            tls: None,
             mcp_client: Default::default(),
             mcp_endpoint: Default::default(),
             secrets: Default::default(),
@@ -232,11 +252,21 @@ impl From<ServeArgs> for ServerConfig {
                 api_keys: a.api_keys,
                 insecure_no_auth: a.insecure_no_auth,
                 reload_interval: Duration::from_secs(1),
-                jwt: match (a.jwt_issuer, a.jwt_audience, a.jwt_jwks) {
-                    (Some(issuer), Some(audience), Some(jwks)) => {
-                        Some(crate::auth::jwt::JwtConfig { issuer, audience, jwks, tenant_claim: a.jwt_tenant_claim })
+                jwt: {
+                    use crate::auth::jwt::{JwksSource, JwtConfig};
+                    let jwks = match (a.jwt_jwks, a.jwt_jwks_url) {
+                        (Some(file), _) => Some(JwksSource::File(file)),
+                        (None, Some(url)) => Some(JwksSource::Url(url)),
+                        (None, None) => None,
+                    };
+                    match (a.jwt_issuer, a.jwt_audience, jwks) {
+                        (Some(issuer), Some(audience), Some(jwks)) => Some(JwtConfig {
+                            tenant_claim: a.jwt_tenant_claim,
+                            jwks_refresh: Duration::from_secs(a.jwt_jwks_refresh_secs),
+                            ..JwtConfig::new(issuer, audience, jwks)
+                        }),
+                        _ => None,
                     }
-                    _ => None,
                 },
             },
             limits: Limits {
@@ -246,6 +276,10 @@ impl From<ServeArgs> for ServerConfig {
                 max_arguments_bytes: a.max_arguments_bytes,
                 rate: crate::auth::limits::RateLimit { per_second: a.rate_limit_rps, burst: a.rate_limit_burst },
                 max_runs_per_tenant: a.max_runs_per_tenant,
+            },
+            tls: match (a.tls_cert, a.tls_key) {
+                (Some(cert), Some(key)) => Some(crate::tls::TlsConfig { client_ca: a.tls_client_ca, ..crate::tls::TlsConfig::new(cert, key) }),
+                _ => None,
             },
             mcp_client: crate::mcp::McpClientConfig {
                 session_idle: Duration::from_secs(a.mcp_session_idle_secs),
@@ -272,3 +306,43 @@ impl From<ServeArgs> for ServerConfig {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn serve(args: &[&str]) -> Result<ServerConfig, clap::Error> {
+        let argv = ["toolrouter", "serve"].iter().chain(args);
+        match Cli::try_parse_from(argv)?.command {
+            Command::Serve(a) => Ok(a.into()),
+            Command::DemoExecutor { .. } => unreachable!("parsed serve"),
+        }
+    }
+
+    #[test]
+    fn jwt_takes_a_jwks_file_or_a_jwks_url_but_not_both() {
+        use crate::auth::jwt::JwksSource;
+        let jwt = ["--jwt-issuer", "https://idp", "--jwt-audience", "toolrouter"];
+        let with = |extra: &[&str]| serve(&[&jwt[..], extra].concat());
+        let file = with(&["--jwt-jwks", "/etc/jwks.json"]).unwrap().auth.jwt.unwrap();
+        assert_eq!(file.jwks, JwksSource::File("/etc/jwks.json".into()));
+        let url = with(&["--jwt-jwks-url", "https://idp/jwks", "--jwt-jwks-refresh-secs", "60"]).unwrap().auth.jwt.unwrap();
+        assert_eq!(url.jwks, JwksSource::Url("https://idp/jwks".into()));
+        assert_eq!(url.jwks_refresh, Duration::from_secs(60));
+        assert!(with(&["--jwt-jwks", "/etc/jwks.json", "--jwt-jwks-url", "https://idp/jwks"]).is_err());
+        assert!(with(&[]).is_err(), "an issuer without keys");
+        assert!(with(&["--jwt-jwks-url", "https://idp/jwks", "--jwt-jwks-refresh-secs", "0"]).is_err());
+        assert!(serve(&["--jwt-jwks-url", "https://idp/jwks"]).is_err(), "keys without an issuer");
+    }
+
+    #[test]
+    fn tls_needs_both_certificate_and_key_and_a_client_ca_needs_them() {
+        let tls = serve(&["--tls-cert", "/tls/tls.crt", "--tls-key", "/tls/tls.key", "--tls-client-ca", "/tls/ca.crt"]).unwrap().tls.unwrap();
+        assert_eq!((tls.cert.to_str(), tls.key.to_str()), (Some("/tls/tls.crt"), Some("/tls/tls.key")));
+        assert_eq!(tls.client_ca.as_deref().and_then(|p| p.to_str()), Some("/tls/ca.crt"));
+        assert!(serve(&[]).unwrap().tls.is_none(), "plaintext by default");
+        assert!(serve(&["--tls-cert", "/tls/tls.crt"]).is_err());
+        assert!(serve(&["--tls-key", "/tls/tls.key"]).is_err());
+        assert!(serve(&["--tls-client-ca", "/tls/ca.crt"]).is_err());
+    }
+}

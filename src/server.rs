@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use anyhow::Context;
+use futures::future::Either;
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tonic::transport::server::TcpIncoming;
@@ -98,8 +99,12 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     let cancel = CancellationToken::new();
     // Stops the key-file watcher if start-up fails below.
     let stop_on_error = cancel.clone().drop_guard();
-    let auth = Authenticator::from_config(&cfg.auth, cancel.clone()).await.context("loading API keys")?;
+    let auth = Authenticator::from_config(&cfg.auth, cancel.clone()).await.context("setting up authentication")?;
     crate::auth::check_listeners(&auth, &cfg.auth, &[cfg.grpc_addr, cfg.http_addr])?;
+    let tls = match &cfg.tls {
+        Some(t) => Some(crate::tls::ServerTls::load(t, cancel.clone()).await.context("loading the TLS certificate")?),
+        None => None,
+    };
     // ----- end security -----
     // Invalid patterns or unreadable TLS files stop start-up here.
     let outbound = crate::outbound::Outbound::from_config(&cfg.outbound).context("outbound targets")?;
@@ -160,12 +165,21 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
         .add_service(discovery_service)
         .add_service(router_service);
     let stop = grpc_stop.clone();
+    let grpc_tls = tls.clone();
     let grpc_task = tokio::spawn(async move {
         // The builder's tcp_nodelay does not reach our own listener: without it small
-        // responses wait for delayed ACKs (~40 ms stalls).
-        let incoming = TcpIncoming::from(grpc).with_nodelay(Some(true));
-        let serve = grpc_server.serve_with_incoming_shutdown(incoming, stop.cancelled_owned());
-        if let Err(e) = serve.await {
+        // responses wait for delayed ACKs (~40 ms stalls). The TLS accept loop sets it too.
+        let served = match grpc_tls {
+            None => {
+                let incoming = TcpIncoming::from(grpc).with_nodelay(Some(true));
+                grpc_server.serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned()).await
+            }
+            Some(tls) => {
+                let incoming = tls.grpc_incoming(grpc, stop.clone());
+                grpc_server.serve_with_incoming_shutdown(incoming, stop.cancelled_owned()).await
+            }
+        };
+        if let Err(e) = served {
             tracing::error!(error = %e, "gRPC server failed");
         }
     });
@@ -173,9 +187,17 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     let app = crate::http::router(crate::http::HttpState { store: store.clone(), drain: drain.clone(), metrics: metrics.clone() })
         .merge(crate::mcp::routes(router.clone(), &cfg.mcp_endpoint, drain.clone(), cancel.child_token(), mcp_guard));
     let stop = cancel.clone();
+    let http = match &tls {
+        None => Either::Left(http),
+        Some(tls) => Either::Right(tls.http_listener(http, cancel.clone())?),
+    };
     tasks.push(tokio::spawn(async move {
-        let serve = axum::serve(http, app).with_graceful_shutdown(async move { stop.cancelled().await });
-        if let Err(e) = serve.into_future().await {
+        let stopped = async move { stop.cancelled().await };
+        let served = match http {
+            Either::Left(tcp) => axum::serve(tcp, app).with_graceful_shutdown(stopped).into_future().await,
+            Either::Right(tls) => axum::serve(tls, app).with_graceful_shutdown(stopped).into_future().await,
+        };
+        if let Err(e) = served {
             tracing::error!(error = %e, "HTTP server failed");
         }
     }));

@@ -3,13 +3,16 @@
 
 mod common;
 
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use common::*;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::json;
 use tonic::Code;
-use toolrouter::auth::jwt::JwtConfig;
+use toolrouter::auth::jwt::{JwksSource, JwtConfig};
 use toolrouter::pb;
 
 // Two P-256 test key pairs (made with `openssl ecparam -name prime256v1 -genkey`), used only here.
@@ -62,7 +65,7 @@ async fn start() -> Jwt {
     let jwks_file = KeyFile::new(&jwks(&[("k1", KEY1_X, KEY1_Y)]));
     let keys = KeyFile::with_keys(&[("plain-api-key-7a1", "acme")]);
     let mut cfg = config_with_keys(&keys);
-    cfg.auth.jwt = Some(JwtConfig { issuer: ISSUER.into(), audience: AUDIENCE.into(), jwks: jwks_file.path.clone(), tenant_claim: "tenant_id".into() });
+    cfg.auth.jwt = Some(JwtConfig::new(ISSUER, AUDIENCE, JwksSource::File(jwks_file.path.clone())));
     Jwt { s: TestServer::start_with(cfg).await, jwks: jwks_file, _keys: keys }
 }
 
@@ -156,4 +159,180 @@ async fn a_rotated_jwks_file_is_applied_without_restart() {
     }
     assert!(applied, "the new key is used");
     assert_eq!(list(&j.s, &old).await.unwrap_err().code(), Code::Unauthenticated, "the retired key is not");
+}
+
+// ----- JWKS from a URL -----
+
+/// An issuer's JWKS endpoint: a real HTTP server on loopback whose answer the test changes,
+/// counting the fetches of the document.
+#[derive(Clone)]
+struct Issuer {
+    answer: Arc<Mutex<(u16, String)>>,
+    fetches: Arc<AtomicUsize>,
+    addr: SocketAddr,
+    _stop: Arc<tokio_util::sync::DropGuard>,
+}
+
+impl Issuer {
+    async fn start(jwks: &str) -> Self {
+        use axum::response::IntoResponse;
+        let answer = Arc::new(Mutex::new((200, jwks.to_string())));
+        let fetches = Arc::new(AtomicUsize::new(0));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (a, f) = (answer.clone(), fetches.clone());
+        let app = axum::Router::new()
+            .route(
+                "/jwks",
+                axum::routing::get(move || {
+                    let (a, f) = (a.clone(), f.clone());
+                    async move {
+                        f.fetch_add(1, Ordering::SeqCst);
+                        let (status, body) = a.lock().unwrap().clone();
+                        (http::StatusCode::from_u16(status).unwrap(), body).into_response()
+                    }
+                }),
+            )
+            .route("/moved", axum::routing::get(|| async { (http::StatusCode::FOUND, [(http::header::LOCATION, "/jwks")]) }))
+            .route(
+                "/elsewhere",
+                axum::routing::get(move || async move { (http::StatusCode::FOUND, [(http::header::LOCATION, format!("http://localhost:{}/jwks", addr.port()))]) }),
+            )
+            .route("/big", axum::routing::get(|| async { " ".repeat(2 * 1024 * 1024) }));
+        let stop = tokio_util::sync::CancellationToken::new();
+        let stopped = stop.clone();
+        tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await }).await });
+        Issuer { answer, fetches, addr, _stop: Arc::new(stop.drop_guard()) }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    fn answer(&self, status: u16, body: &str) {
+        *self.answer.lock().unwrap() = (status, body.to_string());
+    }
+
+    fn fetches(&self) -> usize {
+        self.fetches.load(Ordering::SeqCst)
+    }
+}
+
+fn url_config(url: String, refresh: Duration, gap: Duration) -> toolrouter::config::ServerConfig {
+    let mut cfg = toolrouter::config::ServerConfig::for_tests();
+    cfg.auth.jwt = Some(JwtConfig { jwks_refresh: refresh, jwks_unknown_kid_gap: gap, ..JwtConfig::new(ISSUER, AUDIENCE, JwksSource::Url(url)) });
+    cfg
+}
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+/// Waits (bounded) until the issuer has served `n` fetches.
+async fn until_fetches(issuer: &Issuer, n: usize) {
+    for _ in 0..500 {
+        if issuer.fetches() >= n {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("the JWKS was fetched {} times, expected {n}", issuer.fetches());
+}
+
+#[tokio::test]
+async fn keys_from_a_jwks_url_are_fetched_at_start_up_and_verify_tokens() {
+    let issuer = Issuer::start(&jwks(&[("k1", KEY1_X, KEY1_Y)])).await;
+    let s = TestServer::start_with(url_config(issuer.url("/jwks"), HOUR, HOUR)).await;
+    assert_eq!(issuer.fetches(), 1, "fetched once at start-up");
+    assert!(list(&s, &sign(KEY1_PEM, "k1", &claims("acme"))).await.is_ok());
+    let st = list(&s, &sign(KEY2_PEM, "k1", &claims("acme"))).await.unwrap_err();
+    assert_eq!((st.code(), st.message()), (Code::Unauthenticated, "missing or invalid credentials"));
+}
+
+#[tokio::test]
+async fn a_token_signed_with_a_key_the_issuer_just_added_is_accepted_on_first_use() {
+    let issuer = Issuer::start(&jwks(&[("k1", KEY1_X, KEY1_Y)])).await;
+    let s = TestServer::start_with(url_config(issuer.url("/jwks"), HOUR, HOUR)).await;
+    issuer.answer(200, &jwks(&[("k1", KEY1_X, KEY1_Y), ("k2", KEY2_X, KEY2_Y)]));
+    let before = issuer.fetches();
+    assert!(list(&s, &sign(KEY2_PEM, "k2", &claims("acme"))).await.is_ok(), "no restart, no retry");
+    assert_eq!(issuer.fetches(), before + 1, "the unknown kid caused one fetch");
+    assert!(list(&s, &sign(KEY2_PEM, "k2", &claims("acme"))).await.is_ok());
+    assert!(list(&s, &sign(KEY1_PEM, "k1", &claims("acme"))).await.is_ok());
+    assert_eq!(issuer.fetches(), before + 1, "known kids cause no fetch");
+}
+
+#[tokio::test]
+async fn tokens_with_unknown_kids_cause_at_most_one_fetch_per_interval() {
+    let issuer = Issuer::start(&jwks(&[("k1", KEY1_X, KEY1_Y)])).await;
+    let s = TestServer::start_with(url_config(issuer.url("/jwks"), HOUR, HOUR)).await;
+    for i in 0..20 {
+        let st = list(&s, &sign(KEY2_PEM, &format!("random-{i}"), &claims("acme"))).await.unwrap_err();
+        assert_eq!(st.code(), Code::Unauthenticated);
+    }
+    assert_eq!(issuer.fetches(), 2, "start-up and the first unknown kid only");
+    // Within the interval a newly added key waits for the periodic refresh.
+    issuer.answer(200, &jwks(&[("k1", KEY1_X, KEY1_Y), ("k2", KEY2_X, KEY2_Y)]));
+    assert_eq!(list(&s, &sign(KEY2_PEM, "k2", &claims("acme"))).await.unwrap_err().code(), Code::Unauthenticated);
+    assert_eq!(issuer.fetches(), 2);
+}
+
+#[tokio::test]
+async fn a_failing_jwks_url_keeps_the_last_good_keys_and_a_good_answer_replaces_them() {
+    let issuer = Issuer::start(&jwks(&[("k1", KEY1_X, KEY1_Y)])).await;
+    let s = TestServer::start_with(url_config(issuer.url("/jwks"), Duration::from_millis(30), HOUR)).await;
+    let old = sign(KEY1_PEM, "k1", &claims("acme"));
+    issuer.answer(503, "unavailable");
+    until_fetches(&issuer, issuer.fetches() + 2).await;
+    assert!(list(&s, &old).await.is_ok(), "an error status keeps the keys");
+    issuer.answer(200, r#"{"keys": [{"kty": "oct", "k": "c2VjcmV0"}]}"#);
+    until_fetches(&issuer, issuer.fetches() + 2).await;
+    assert!(list(&s, &old).await.is_ok(), "a document with a symmetric key keeps the keys");
+    issuer.answer(200, "<html>not json</html>");
+    until_fetches(&issuer, issuer.fetches() + 2).await;
+    assert!(list(&s, &old).await.is_ok(), "a document that is not a JWKS keeps the keys");
+
+    // The periodic refresh applies a good document: k1 retired, k2 in force.
+    issuer.answer(200, &jwks(&[("k2", KEY2_X, KEY2_Y)]));
+    until_fetches(&issuer, issuer.fetches() + 2).await;
+    assert_eq!(list(&s, &old).await.unwrap_err().code(), Code::Unauthenticated, "the retired key is refused");
+    assert!(list(&s, &sign(KEY2_PEM, "k2", &claims("acme"))).await.is_ok());
+}
+
+async fn start_error(cfg: toolrouter::config::ServerConfig) -> String {
+    match toolrouter::server::start(cfg).await {
+        Ok(_) => panic!("the server started"),
+        Err(e) => format!("{e:#}"),
+    }
+}
+
+#[tokio::test]
+async fn the_server_refuses_to_start_when_the_jwks_url_cannot_give_keys() {
+    let issuer = Issuer::start(&jwks(&[("k1", KEY1_X, KEY1_Y)])).await;
+    let unreachable = format!("http://{}/jwks", refused_endpoint().await.trim_start_matches("http://"));
+    let e = start_error(url_config(unreachable, HOUR, HOUR)).await;
+    assert!(e.contains("fetching the JWKS from http://127.0.0.1:"), "{e}");
+
+    issuer.answer(500, "oops");
+    let e = start_error(url_config(issuer.url("/jwks"), HOUR, HOUR)).await;
+    assert!(e.contains("HTTP status 500"), "{e}");
+
+    issuer.answer(200, r#"{"keys": "none"}"#);
+    let e = start_error(url_config(issuer.url("/jwks"), HOUR, HOUR)).await;
+    assert!(e.contains("not a JWKS document"), "{e}");
+
+    let e = start_error(url_config(issuer.url("/big"), HOUR, HOUR)).await;
+    assert!(e.contains("larger than"), "{e}");
+
+    let e = start_error(url_config("http://idp.example.test/jwks".into(), HOUR, HOUR)).await;
+    assert!(e.contains("must use https"), "{e}");
+}
+
+#[tokio::test]
+async fn jwks_redirects_are_followed_only_within_the_same_origin() {
+    let issuer = Issuer::start(&jwks(&[("k1", KEY1_X, KEY1_Y)])).await;
+    let s = TestServer::start_with(url_config(issuer.url("/moved"), HOUR, HOUR)).await;
+    assert!(list(&s, &sign(KEY1_PEM, "k1", &claims("acme"))).await.is_ok());
+    let fetched = issuer.fetches();
+    let e = start_error(url_config(issuer.url("/elsewhere"), HOUR, HOUR)).await;
+    assert!(e.contains("redirect to another host, port or scheme refused"), "{e}");
+    assert_eq!(issuer.fetches(), fetched, "the other host was not asked");
 }

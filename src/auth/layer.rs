@@ -11,7 +11,7 @@ use tonic::Code;
 use tonic_types::{ErrorDetails, StatusExt};
 
 use super::limits::{RateLimit, RateLimiter};
-use super::{Authenticator, Principal, UNAUTHENTICATED_MESSAGE};
+use super::{AuthError, Authenticator, Principal, UNAUTHENTICATED_MESSAGE};
 
 /// Services anyone may call: probes and schema discovery carry no tenant data.
 const OPEN: [&str; 3] = ["/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/"];
@@ -54,6 +54,7 @@ type Refusal<E> = Ready<Result<http::Response<tonic::body::Body>, E>>;
 impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for AuthService<S>
 where
     S: tower::Service<http::Request<ReqBody>, Response = http::Response<ResBody>> + Clone + Send + 'static,
+    ReqBody: Send + 'static,
     S::Future: Send + 'static,
     ResBody: http_body::Body<Data = Bytes> + Send + 'static,
     ResBody::Error: Into<tonic::codegen::StdError>,
@@ -68,29 +69,47 @@ where
 
     fn call(&mut self, mut req: http::Request<ReqBody>) -> Self::Future {
         let path = req.uri().path();
+        let mut unknown_key = false;
         if !OPEN.iter().any(|p| path.starts_with(p)) {
-            let principal: Principal = match self.auth.authenticate(req.headers()) {
-                Ok(p) => p,
-                Err(_) => return refuse(tonic::Status::unauthenticated(UNAUTHENTICATED_MESSAGE)),
-            };
-            if let Err(wait) = self.rate.check(&principal.tenant) {
-                let status = tonic::Status::with_error_details(
-                    Code::ResourceExhausted,
-                    format!("request rate limit of this tenant reached; retry in {} ms", wait.as_millis().max(1)),
-                    ErrorDetails::with_retry_info(Some(wait)),
-                );
-                return refuse(status);
+            match self.auth.authenticate(req.headers()) {
+                // A JWT with a key the JWKS URL may have just added: fetch the keys, then decide.
+                Err(AuthError::UnknownKey) => unknown_key = true,
+                principal => {
+                    if let Err(status) = admit(principal, &self.rate, &mut req) {
+                        return Either::Left(futures::future::ready(Ok(status.into_http())));
+                    }
+                }
             }
-            req.extensions_mut().insert(principal);
         }
         // Take the service that was driven to readiness, leave a clone in its place.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
+        if unknown_key {
+            let (auth, rate) = (self.auth.clone(), self.rate.clone());
+            return Either::Right(Box::pin(async move {
+                auth.refresh_keys().await;
+                if let Err(status) = admit(auth.authenticate(req.headers()), &rate, &mut req) {
+                    return Ok(status.into_http());
+                }
+                Ok(inner.call(req).await?.map(tonic::body::Body::new))
+            }));
+        }
         let fut = inner.call(req);
         Either::Right(Box::pin(async move { Ok(fut.await?.map(tonic::body::Body::new)) }))
     }
 }
 
-fn refuse<A, E>(status: tonic::Status) -> Either<Refusal<E>, A> {
-    Either::Left(futures::future::ready(Ok(status.into_http())))
+/// Lets an authenticated caller within its tenant's rate through, with its principal in the
+/// request's extensions.
+fn admit<B>(principal: Result<Principal, AuthError>, rate: &RateLimiter, req: &mut http::Request<B>) -> Result<(), tonic::Status> {
+    let principal = principal.map_err(|_| tonic::Status::unauthenticated(UNAUTHENTICATED_MESSAGE))?;
+    if let Err(wait) = rate.check(&principal.tenant) {
+        return Err(tonic::Status::with_error_details(
+            Code::ResourceExhausted,
+            format!("request rate limit of this tenant reached; retry in {} ms", wait.as_millis().max(1)),
+            ErrorDetails::with_retry_info(Some(wait)),
+        ));
+    }
+    req.extensions_mut().insert(principal);
+    Ok(())
 }

@@ -3,7 +3,7 @@
 //! An [`Authenticator`] reads the `authorization: Bearer <key>` header of a request (gRPC
 //! metadata or a plain HTTP request: it only sees an [`http::HeaderMap`]) and answers the
 //! caller's [`Principal`]. Keys are kept as SHA-256 hashes only, loaded from a JSON file that
-//! is re-read when it changes ([`keys`]); JWTs are checked against a JWKS file ([`jwt`]).
+//! is re-read when it changes ([`keys`]); JWTs are checked against a JWKS file or URL ([`jwt`]).
 //! With authentication off (local development) every
 //! caller is the anonymous principal of tenant `default`.
 //!
@@ -11,9 +11,10 @@
 //! reflection, applies the per-tenant rate limit, and puts the principal in the request's
 //! extensions, where the services read it.
 
+pub mod jwks_url;
+pub mod jwt;
 pub mod keys;
 pub mod layer;
-pub mod jwt;
 pub mod limits;
 pub mod reload;
 
@@ -63,13 +64,17 @@ impl Principal {
     }
 }
 
-/// Why a request was refused. Both become `UNAUTHENTICATED` with the same message.
+/// Why a request was refused. All become `UNAUTHENTICATED` with the same message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum AuthError {
     #[error("{UNAUTHENTICATED_MESSAGE}")]
     Missing,
     #[error("{UNAUTHENTICATED_MESSAGE}")]
     Invalid,
+    /// A JWT naming a key the JWKS URL did not list yet (perhaps one just added). A caller
+    /// that can wait calls [`Authenticator::refresh_keys`] and authenticates again.
+    #[error("{UNAUTHENTICATED_MESSAGE}")]
+    UnknownKey,
 }
 
 /// How callers authenticate.
@@ -151,9 +156,21 @@ impl Authenticator {
         if let Some(jwt) = &self.jwt
             && token.bytes().filter(|&b| b == b'.').count() == 2
         {
-            return jwt.verify(token).ok_or(AuthError::Invalid);
+            return jwt.verify(token).map_err(|r| match r {
+                jwt::Rejection::UnknownKey => AuthError::UnknownKey,
+                jwt::Rejection::Invalid => AuthError::Invalid,
+            });
         }
         Err(AuthError::Invalid)
+    }
+
+    /// After [`AuthError::UnknownKey`]: fetches the issuer's keys again (rate-limited, one
+    /// fetch shared by concurrent callers), so a token signed with a key the issuer has just
+    /// added is accepted on its first use.
+    pub async fn refresh_keys(&self) {
+        if let Some(jwt) = &self.jwt {
+            jwt.refresh_for_unknown_key().await;
+        }
     }
 }
 
@@ -183,7 +200,7 @@ pub fn check_listeners(auth: &Authenticator, cfg: &AuthConfig, addrs: &[SocketAd
     if !exposed.is_empty() && !cfg.insecure_no_auth {
         anyhow::bail!(
             "refusing to listen on {} without authentication: configure API keys (--api-keys FILE / TOOLROUTER_API_KEYS) \
-             or JWT (--jwt-issuer, --jwt-audience, --jwt-jwks), listen on a loopback address, or pass --insecure-no-auth",
+             or JWT (--jwt-issuer, --jwt-audience, --jwt-jwks or --jwt-jwks-url), listen on a loopback address, or pass --insecure-no-auth",
             exposed.join(", ")
         );
     }

@@ -1,4 +1,5 @@
-//! Re-reads a mounted file (API keys, JWKS) when its contents change.
+//! Re-reads mounted files (API keys, JWKS, the TLS certificate and key) when their contents
+//! change. The one file watcher of the server.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -14,8 +15,23 @@ pub fn watch_file<F>(what: &'static str, path: PathBuf, interval: Duration, stop
 where
     F: Fn(&[u8]) -> Result<usize, String> + Send + 'static,
 {
+    watch_files(what, vec![path], None, interval, stop, move |texts| apply(&texts[0]));
+}
+
+/// [`watch_file`] over files that only make sense together (a certificate and its key):
+/// `apply` gets all their contents whenever any of them changed. `in_force` are the contents
+/// already applied (read at start-up); `None` takes whatever the files hold now. A set seen
+/// half-replaced is refused and applied once the files agree again.
+pub fn watch_files<F>(what: &'static str, paths: Vec<PathBuf>, in_force: Option<Vec<Vec<u8>>>, interval: Duration, stop: CancellationToken, apply: F)
+where
+    F: Fn(&[Vec<u8>]) -> Result<usize, String> + Send + 'static,
+{
+    let shown = paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ");
     tokio::spawn(async move {
-        let mut seen = tokio::fs::read(&path).await.ok();
+        let mut seen = match in_force {
+            Some(texts) => Some(texts),
+            None => read_all(&paths).await.ok(),
+        };
         let mut tick = tokio::time::interval(interval);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut read_failed = false;
@@ -24,27 +40,35 @@ where
                 _ = stop.cancelled() => break,
                 _ = tick.tick() => {}
             }
-            let text = match tokio::fs::read(&path).await {
+            let texts = match read_all(&paths).await {
                 Ok(t) => {
                     read_failed = false;
                     t
                 }
                 Err(e) => {
                     if !read_failed {
-                        tracing::error!(file = what, path = %path.display(), error = %e.kind(), "file unreadable; keeping the version in force");
+                        tracing::error!(file = what, path = %shown, error = %e.kind(), "file unreadable; keeping the version in force");
                     }
                     read_failed = true;
                     continue;
                 }
             };
-            if seen.as_deref() == Some(text.as_slice()) {
+            if seen.as_ref() == Some(&texts) {
                 continue;
             }
-            match apply(&text) {
-                Ok(n) => tracing::info!(file = what, path = %path.display(), entries = n, "reloaded"),
-                Err(e) => tracing::error!(file = what, path = %path.display(), error = %e, "{what} file rejected; keeping the version in force"),
+            match apply(&texts) {
+                Ok(n) => tracing::info!(file = what, path = %shown, entries = n, "reloaded"),
+                Err(e) => tracing::error!(file = what, path = %shown, error = %e, "{what} file rejected; keeping the version in force"),
             }
-            seen = Some(text);
+            seen = Some(texts);
         }
     });
+}
+
+async fn read_all(paths: &[PathBuf]) -> std::io::Result<Vec<Vec<u8>>> {
+    let mut texts = Vec::with_capacity(paths.len());
+    for p in paths {
+        texts.push(tokio::fs::read(p).await?);
+    }
+    Ok(texts)
 }

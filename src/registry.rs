@@ -304,7 +304,8 @@ impl Registry {
         };
         let result = entry
             .cell
-            .get_or_try_init(|| async {
+            // Boxed: preparing is rare, and its future would otherwise sit inside every call's.
+            .get_or_try_init(|| Box::pin(async {
                 let v = self.get_version(tenant, agent_id, version).await?;
                 let (listed, mut diagnostics) = match (&self.lister, run) {
                     (Some(l), Some(run)) => l.list_for_run(&v.definition, tenant, agent_id, run).await,
@@ -322,7 +323,7 @@ impl Registry {
                 diagnostics.append(&mut catalog.diagnostics);
                 catalog.diagnostics = diagnostics;
                 Ok::<_, Error>(Arc::new(catalog))
-            })
+            }))
             .await
             .cloned();
         if result.is_err() {

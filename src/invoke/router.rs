@@ -241,7 +241,7 @@ impl Router {
         let min_age = self.mcp.as_ref().map(|m| m.config().refresh_min_age).unwrap_or_default();
         if unknown && crate::mcp::has_mcp(&r.catalog) && self.registry.refresh_for_run(tenant, agent_id, r.version, &r.catalog, run, min_age) {
             let catalog = self.registry.catalog_for_run(tenant, agent_id, r.version, run).await?;
-            return self.route_in(tenant, agent_id, &Resolved { version: r.version, catalog }, run, call, arguments).await;
+            return Box::pin(self.route_in(tenant, agent_id, &Resolved { version: r.version, catalog }, run, call, arguments)).await;
         }
         Ok(outcome)
     }
@@ -407,7 +407,8 @@ impl Router {
                 (SourceKind::Function(f), _) => {
                     self.executors.execute(&f.endpoint, &limit_key, f.max_concurrency, &tool.local, args, call_id, run, tool.timeout).await
                 }
-                (SourceKind::Mcp(m), Some(mcp)) => mcp.execute(tenant, agent_id, &source.id, m, &tool.local, args, run, tool.timeout).await,
+                // Boxed: keeps the MCP client's large future out of every function call's.
+                (SourceKind::Mcp(m), Some(mcp)) => Box::pin(mcp.execute(tenant, agent_id, &source.id, m, &tool.local, args, run, tool.timeout)).await,
                 _ => Execution::NotSent("no client for this source".into()),
             };
             telemetry::metrics::executor_call(&source.id, &outcome, started.elapsed());

@@ -118,10 +118,12 @@ pub struct ServeArgs {
     #[arg(long, env = "TOOLROUTER_TLS_CLIENT_CA", value_name = "FILE", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
     // ----- end security -----
-    /// An operator secret for MCP header bindings: NAME=env:VAR or NAME=file:/path
-    /// (repeatable; the environment variable takes a comma-separated list).
-    #[arg(long = "secret", value_name = "NAME=env:VAR|NAME=file:PATH", env = "TOOLROUTER_SECRETS", value_delimiter = ',', value_parser = parse_secret)]
-    pub secrets: Vec<(String, crate::mcp::SecretSource)>,
+    /// An operator secret for MCP header bindings: NAME=env:VAR or NAME=file:PATH, then
+    /// ;tenant=ID (repeatable, * = every tenant) and ;host=PATTERN (repeatable) options.
+    /// Without tenant= a secret is usable only while authentication is off (repeatable; the
+    /// environment variable takes a comma-separated list).
+    #[arg(long = "secret", value_name = "NAME=env:VAR|NAME=file:PATH[;tenant=ID][;host=PATTERN]", env = "TOOLROUTER_SECRETS", value_delimiter = ',', value_parser = parse_secret)]
+    pub secrets: Vec<(String, crate::mcp::Secret)>,
     /// A Host accepted by the MCP endpoint besides the loopback names, e.g. the Kubernetes
     /// Service name (repeatable; the environment variable takes a comma-separated list).
     #[arg(long = "mcp-allowed-host", value_name = "HOST[:PORT]", env = "TOOLROUTER_MCP_ALLOWED_HOSTS", value_delimiter = ',')]
@@ -148,11 +150,8 @@ pub struct ServeArgs {
     // ----- end outbound -----
 }
 
-fn parse_secret(spec: &str) -> Result<(String, crate::mcp::SecretSource), String> {
-    let one = crate::mcp::Secrets::parse([spec]).map_err(|e| e.to_string())?;
-    let (name, _) = spec.split_once('=').ok_or("use NAME=env:VAR or NAME=file:/path")?;
-    let source = one.source(name).cloned().ok_or("use NAME=env:VAR or NAME=file:/path")?;
-    Ok((name.to_string(), source))
+fn parse_secret(spec: &str) -> Result<(String, crate::mcp::Secret), String> {
+    crate::mcp::secrets::parse_spec(spec).map_err(|e| e.to_string())
 }
 
 // ----- security: authentication and limits (issue 6) -----
@@ -288,9 +287,10 @@ impl From<ServeArgs> for ServerConfig {
             },
             mcp_endpoint: crate::mcp::McpEndpointConfig { allowed_hosts: a.mcp_allowed_hosts },
             secrets: {
+                // A name given twice stops start-up (`Secrets::for_server`).
                 let mut s = crate::mcp::Secrets::default();
-                for (name, source) in a.secrets {
-                    s.insert(name, source);
+                for (name, secret) in a.secrets {
+                    s.insert_secret(name, secret);
                 }
                 s
             },
@@ -333,6 +333,18 @@ mod tests {
         assert!(with(&[]).is_err(), "an issuer without keys");
         assert!(with(&["--jwt-jwks-url", "https://idp/jwks", "--jwt-jwks-refresh-secs", "0"]).is_err());
         assert!(serve(&["--jwt-jwks-url", "https://idp/jwks"]).is_err(), "keys without an issuer");
+    }
+
+    #[test]
+    fn secrets_take_tenant_and_host_options_and_the_variable_separates_specs_with_commas() {
+        let cfg = serve(&["--secret", "crm=file:/run/crm;tenant=acme;tenant=globex;host=https://crm-mcp.internal,billing=env:BILLING;tenant=*", "--secret", "plain=env:PLAIN"]).unwrap();
+        let s = cfg.secrets.for_server(true).unwrap();
+        assert!(s.check("crm", "globex", "https://crm-mcp.internal/mcp").is_ok());
+        assert!(s.check("crm", "initech", "https://crm-mcp.internal/mcp").is_err());
+        assert!(s.check("billing", "initech", "http://127.0.0.1:1").is_ok());
+        assert!(s.check("plain", "acme", "http://127.0.0.1:1").is_err(), "unscoped, authentication on");
+        assert!(serve(&["--secret", "crm=file:/run/crm;tenant=acme,globex"]).is_err(), "a comma separates specs");
+        assert!(serve(&["--secret", "crm=file:/a", "--secret", "crm=file:/b"]).unwrap().secrets.for_server(false).is_err(), "a name twice");
     }
 
     #[test]

@@ -332,10 +332,15 @@ async fn operator_secrets_never_appear_in_the_definition_errors_or_logs() {
     let mut cfg = config();
     cfg.secrets.insert("crm_token", SecretSource::File(token));
     cfg.secrets.insert("missing_env", SecretSource::Env("TOOLROUTER_TEST_UNSET_VARIABLE_9f3".into()));
+    let missing_path = std::env::temp_dir().join("toolrouter-test-no-such-dir-7c1e/crm-token");
+    cfg.secrets.insert("missing_file", SecretSource::File(missing_path.clone()));
     let s = TestServer::start_with(cfg).await;
     let def = crm(vec![mcp_source("crm-mcp", &upstream.url(), &[("Authorization", binding_secret("crm_token", "Bearer "))])]);
     s.create("agent", def).await;
-    let mut broken = crm(vec![mcp_source("crm-mcp", &upstream.url(), &[("Authorization", binding_secret("missing_env", ""))])]);
+    let mut broken = crm(vec![
+        mcp_source("crm-mcp", &upstream.url(), &[("Authorization", binding_secret("missing_env", ""))]),
+        mcp_source("crm-files", &upstream.url(), &[("Authorization", binding_secret("missing_file", ""))]),
+    ]);
     broken.instructions = "broken".into();
     s.create("broken", broken).await;
 
@@ -356,7 +361,16 @@ async fn operator_secrets_never_appear_in_the_definition_errors_or_logs() {
     ] {
         assert!(!text.contains(SECRET), "the secret appeared in {what}");
     }
-    assert!(tools.diagnostics.iter().any(|d| d.contains("missing_env")), "{:?}", tools.diagnostics);
+    // Tenants see which secret failed, never where the operator keeps it.
+    for name in ["missing_env", "missing_file"] {
+        assert!(tools.diagnostics.iter().any(|d| d.contains(&format!("secret {name:?} could not be read"))), "{:?}", tools.diagnostics);
+    }
+    let diagnostics = format!("{:?}", tools.diagnostics);
+    for operator_detail in ["TOOLROUTER_TEST_UNSET_VARIABLE_9f3", "toolrouter-test-no-such-dir-7c1e", "environment variable", "file "] {
+        assert!(!diagnostics.contains(operator_detail), "{operator_detail:?} in {diagnostics}");
+    }
+    // The operator's log says where it looked.
+    assert!(buffer.text().contains("TOOLROUTER_TEST_UNSET_VARIABLE_9f3"), "the log names the variable for the operator");
 }
 
 #[tokio::test]

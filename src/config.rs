@@ -131,6 +131,10 @@ pub struct ServeArgs {
     /// A run's MCP session with a source is closed after this many idle seconds.
     #[arg(long, default_value_t = 900, env = "TOOLROUTER_MCP_SESSION_IDLE_SECS")]
     pub mcp_session_idle_secs: u64,
+    /// Tools listed upstream (MCP tools/list, executor ListTools) are used this many seconds
+    /// before they are listed again.
+    #[arg(long, default_value_t = crate::registry::LISTED_TOOLS_TTL.as_secs(), env = "TOOLROUTER_TOOL_LIST_TTL_SECS")]
+    pub tool_list_ttl_secs: u64,
 
     // ----- outbound targets and upstream TLS (issue 6 items 3, 6b) -----
     /// An allowed executor endpoint / MCP URL pattern: [http://|https://]HOST[:PORT] with HOST
@@ -205,6 +209,8 @@ pub struct ServerConfig {
     pub mcp_client: crate::mcp::McpClientConfig,
     pub mcp_endpoint: crate::mcp::McpEndpointConfig,
     pub secrets: crate::mcp::Secrets,
+    /// How long tools listed upstream are used before they are listed again.
+    pub tool_list_ttl: Duration,
     /// Allowed outbound targets and upstream TLS (issue 6 items 3, 6b).
     pub outbound: crate::outbound::OutboundConfig,
 }
@@ -229,6 +235,7 @@ impl ServerConfig {
             mcp_client: Default::default(),
             mcp_endpoint: Default::default(),
             secrets: Default::default(),
+            tool_list_ttl: crate::registry::LISTED_TOOLS_TTL,
             // Loopback only: every test executor and MCP server listens on 127.0.0.1.
             outbound: Default::default(),
         }
@@ -294,6 +301,7 @@ impl From<ServeArgs> for ServerConfig {
                 }
                 s
             },
+            tool_list_ttl: Duration::from_secs(a.tool_list_ttl_secs),
             outbound: crate::outbound::OutboundConfig {
                 allow: a.outbound_allow,
                 tls: crate::outbound::UpstreamTlsConfig {
@@ -345,6 +353,8 @@ mod tests {
         assert!(s.check("plain", "acme", "http://127.0.0.1:1").is_err(), "unscoped, authentication on");
         assert!(serve(&["--secret", "crm=file:/run/crm;tenant=acme,globex"]).is_err(), "a comma separates specs");
         assert!(serve(&["--secret", "crm=file:/a", "--secret", "crm=file:/b"]).unwrap().secrets.for_server(false).is_err(), "a name twice");
+        assert_eq!(serve(&[]).unwrap().tool_list_ttl, Duration::from_secs(60));
+        assert_eq!(serve(&["--tool-list-ttl-secs", "5"]).unwrap().tool_list_ttl, Duration::from_secs(5));
     }
 
     #[test]

@@ -44,7 +44,8 @@ pub struct Version {
 /// (tenant, agent, version, run key: 0 = the version's shared catalog).
 type Key = (String, String, u32, u64);
 
-/// How long a catalog with upstream-listed tools is used before it is prepared again.
+/// How long a catalog with upstream-listed tools is used before it is prepared again, unless
+/// configured otherwise ([`Registry::with_listed_tools_ttl`]).
 pub const LISTED_TOOLS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Default)]
@@ -69,6 +70,7 @@ pub struct Registry {
     outbound: Arc<crate::outbound::Policy>,
     /// Secrets named by MCP header bindings must be usable by the tenant at registration.
     secrets: Arc<crate::mcp::Secrets>,
+    listed_tools_ttl: std::time::Duration,
 }
 
 impl From<StoreError> for Error {
@@ -105,6 +107,7 @@ impl Registry {
             pins: VersionCache::new(std::time::Duration::ZERO),
             outbound: Arc::new(crate::outbound::Policy::default()),
             secrets: Arc::new(crate::mcp::Secrets::default()),
+            listed_tools_ttl: LISTED_TOOLS_TTL,
         }
     }
 
@@ -124,6 +127,11 @@ impl Registry {
 
     pub fn with_secrets(mut self, secrets: Arc<crate::mcp::Secrets>) -> Self {
         self.secrets = secrets;
+        self
+    }
+
+    pub fn with_listed_tools_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.listed_tools_ttl = ttl;
         self
     }
 
@@ -323,7 +331,7 @@ impl Registry {
                 };
                 *entry.prepared.lock().expect("prepared lock") = Some(std::time::Instant::now());
                 if !listed.is_empty() || !diagnostics.is_empty() {
-                    *entry.expires.lock().expect("expiry lock") = Some(std::time::Instant::now() + LISTED_TOOLS_TTL);
+                    *entry.expires.lock().expect("expiry lock") = Some(std::time::Instant::now() + self.listed_tools_ttl);
                 }
                 let def = v.definition;
                 let mut catalog = tokio::task::spawn_blocking(move || Catalog::compile(&def, &listed))

@@ -121,6 +121,7 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
             .with_lister(lister)
             .with_outbound(outbound.policy.clone())
             .with_secrets(secrets)
+            .with_listed_tools_ttl(cfg.tool_list_ttl)
             .with_cache_refresh(cfg.cache_refresh),
     );
     let router = Arc::new(Router::new(registry.clone(), executors, cfg.router.clone()).with_mcp(mcp.clone()));

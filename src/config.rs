@@ -118,10 +118,12 @@ pub struct ServeArgs {
     #[arg(long, env = "TOOLROUTER_TLS_CLIENT_CA", value_name = "FILE", requires = "tls_cert")]
     pub tls_client_ca: Option<PathBuf>,
     // ----- end security -----
-    /// An operator secret for MCP header bindings: NAME=env:VAR or NAME=file:/path
-    /// (repeatable; the environment variable takes a comma-separated list).
-    #[arg(long = "secret", value_name = "NAME=env:VAR|NAME=file:PATH", env = "TOOLROUTER_SECRETS", value_delimiter = ',', value_parser = parse_secret)]
-    pub secrets: Vec<(String, crate::mcp::SecretSource)>,
+    /// An operator secret for MCP header bindings: NAME=env:VAR or NAME=file:PATH, then
+    /// ;tenant=ID (repeatable, * = every tenant) and ;host=PATTERN (repeatable) options.
+    /// Without tenant= a secret is usable only while authentication is off (repeatable; the
+    /// environment variable takes a comma-separated list).
+    #[arg(long = "secret", value_name = "NAME=env:VAR|NAME=file:PATH[;tenant=ID][;host=PATTERN]", env = "TOOLROUTER_SECRETS", value_delimiter = ',', value_parser = parse_secret)]
+    pub secrets: Vec<(String, crate::mcp::Secret)>,
     /// A Host accepted by the MCP endpoint besides the loopback names, e.g. the Kubernetes
     /// Service name (repeatable; the environment variable takes a comma-separated list).
     #[arg(long = "mcp-allowed-host", value_name = "HOST[:PORT]", env = "TOOLROUTER_MCP_ALLOWED_HOSTS", value_delimiter = ',')]
@@ -129,6 +131,10 @@ pub struct ServeArgs {
     /// A run's MCP session with a source is closed after this many idle seconds.
     #[arg(long, default_value_t = 900, env = "TOOLROUTER_MCP_SESSION_IDLE_SECS")]
     pub mcp_session_idle_secs: u64,
+    /// Tools listed upstream (MCP tools/list, executor ListTools) are used this many seconds
+    /// before they are listed again.
+    #[arg(long, default_value_t = crate::registry::LISTED_TOOLS_TTL.as_secs(), env = "TOOLROUTER_TOOL_LIST_TTL_SECS")]
+    pub tool_list_ttl_secs: u64,
 
     // ----- outbound targets and upstream TLS (issue 6 items 3, 6b) -----
     /// An allowed executor endpoint / MCP URL pattern: [http://|https://]HOST[:PORT] with HOST
@@ -148,11 +154,8 @@ pub struct ServeArgs {
     // ----- end outbound -----
 }
 
-fn parse_secret(spec: &str) -> Result<(String, crate::mcp::SecretSource), String> {
-    let one = crate::mcp::Secrets::parse([spec]).map_err(|e| e.to_string())?;
-    let (name, _) = spec.split_once('=').ok_or("use NAME=env:VAR or NAME=file:/path")?;
-    let source = one.source(name).cloned().ok_or("use NAME=env:VAR or NAME=file:/path")?;
-    Ok((name.to_string(), source))
+fn parse_secret(spec: &str) -> Result<(String, crate::mcp::Secret), String> {
+    crate::mcp::secrets::parse_spec(spec).map_err(|e| e.to_string())
 }
 
 // ----- security: authentication and limits (issue 6) -----
@@ -206,6 +209,8 @@ pub struct ServerConfig {
     pub mcp_client: crate::mcp::McpClientConfig,
     pub mcp_endpoint: crate::mcp::McpEndpointConfig,
     pub secrets: crate::mcp::Secrets,
+    /// How long tools listed upstream are used before they are listed again.
+    pub tool_list_ttl: Duration,
     /// Allowed outbound targets and upstream TLS (issue 6 items 3, 6b).
     pub outbound: crate::outbound::OutboundConfig,
 }
@@ -230,6 +235,7 @@ impl ServerConfig {
             mcp_client: Default::default(),
             mcp_endpoint: Default::default(),
             secrets: Default::default(),
+            tool_list_ttl: crate::registry::LISTED_TOOLS_TTL,
             // Loopback only: every test executor and MCP server listens on 127.0.0.1.
             outbound: Default::default(),
         }
@@ -288,12 +294,14 @@ impl From<ServeArgs> for ServerConfig {
             },
             mcp_endpoint: crate::mcp::McpEndpointConfig { allowed_hosts: a.mcp_allowed_hosts },
             secrets: {
+                // A name given twice stops start-up (`Secrets::for_server`).
                 let mut s = crate::mcp::Secrets::default();
-                for (name, source) in a.secrets {
-                    s.insert(name, source);
+                for (name, secret) in a.secrets {
+                    s.insert_secret(name, secret);
                 }
                 s
             },
+            tool_list_ttl: Duration::from_secs(a.tool_list_ttl_secs),
             outbound: crate::outbound::OutboundConfig {
                 allow: a.outbound_allow,
                 tls: crate::outbound::UpstreamTlsConfig {
@@ -333,6 +341,20 @@ mod tests {
         assert!(with(&[]).is_err(), "an issuer without keys");
         assert!(with(&["--jwt-jwks-url", "https://idp/jwks", "--jwt-jwks-refresh-secs", "0"]).is_err());
         assert!(serve(&["--jwt-jwks-url", "https://idp/jwks"]).is_err(), "keys without an issuer");
+    }
+
+    #[test]
+    fn secrets_take_tenant_and_host_options_and_the_variable_separates_specs_with_commas() {
+        let cfg = serve(&["--secret", "crm=file:/run/crm;tenant=acme;tenant=globex;host=https://crm-mcp.internal,billing=env:BILLING;tenant=*", "--secret", "plain=env:PLAIN"]).unwrap();
+        let s = cfg.secrets.for_server(true).unwrap();
+        assert!(s.check("crm", "globex", "https://crm-mcp.internal/mcp").is_ok());
+        assert!(s.check("crm", "initech", "https://crm-mcp.internal/mcp").is_err());
+        assert!(s.check("billing", "initech", "http://127.0.0.1:1").is_ok());
+        assert!(s.check("plain", "acme", "http://127.0.0.1:1").is_err(), "unscoped, authentication on");
+        assert!(serve(&["--secret", "crm=file:/run/crm;tenant=acme,globex"]).is_err(), "a comma separates specs");
+        assert!(serve(&["--secret", "crm=file:/a", "--secret", "crm=file:/b"]).unwrap().secrets.for_server(false).is_err(), "a name twice");
+        assert_eq!(serve(&[]).unwrap().tool_list_ttl, Duration::from_secs(60));
+        assert_eq!(serve(&["--tool-list-ttl-secs", "5"]).unwrap().tool_list_ttl, Duration::from_secs(5));
     }
 
     #[test]

@@ -16,8 +16,9 @@ use crate::store::{AgentRecord, Store, StoreError, VersionRecord};
 /// Lists tools that a definition does not declare (executor `ListTools`, MCP `tools/list`).
 #[async_trait::async_trait]
 pub trait ToolLister: Send + Sync {
-    /// Tools per source id, for the sources whose tools come from upstream.
-    async fn list(&self, def: &AgentDefinition) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>);
+    /// Tools per source id, for the sources whose tools come from upstream (the tenant's
+    /// view: operator secrets in MCP headers are scoped to tenants).
+    async fn list(&self, def: &AgentDefinition, tenant: &str) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>);
 
     /// A key for what a run's listing depends on (MCP headers bound to the run context);
     /// `None`: the version's shared catalog serves the run.
@@ -26,8 +27,8 @@ pub trait ToolLister: Send + Sync {
     }
 
     /// Lists with the run's headers (for a run whose `run_key` is `Some`).
-    async fn list_for_run(&self, def: &AgentDefinition, _tenant: &str, _agent_id: &str, _run: &RunContext) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
-        self.list(def).await
+    async fn list_for_run(&self, def: &AgentDefinition, tenant: &str, _agent_id: &str, _run: &RunContext) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
+        self.list(def, tenant).await
     }
 }
 
@@ -43,7 +44,8 @@ pub struct Version {
 /// (tenant, agent, version, run key: 0 = the version's shared catalog).
 type Key = (String, String, u32, u64);
 
-/// How long a catalog with upstream-listed tools is used before it is prepared again.
+/// How long a catalog with upstream-listed tools is used before it is prepared again, unless
+/// configured otherwise ([`Registry::with_listed_tools_ttl`]).
 pub const LISTED_TOOLS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
 #[derive(Default)]
@@ -66,6 +68,9 @@ pub struct Registry {
     pins: VersionCache,
     /// Executor endpoints and MCP URLs must match it at registration (SPEC §9).
     outbound: Arc<crate::outbound::Policy>,
+    /// Secrets named by MCP header bindings must be usable by the tenant at registration.
+    secrets: Arc<crate::mcp::Secrets>,
+    listed_tools_ttl: std::time::Duration,
 }
 
 impl From<StoreError> for Error {
@@ -101,6 +106,8 @@ impl Registry {
             defaults: VersionCache::new(std::time::Duration::ZERO),
             pins: VersionCache::new(std::time::Duration::ZERO),
             outbound: Arc::new(crate::outbound::Policy::default()),
+            secrets: Arc::new(crate::mcp::Secrets::default()),
+            listed_tools_ttl: LISTED_TOOLS_TTL,
         }
     }
 
@@ -115,6 +122,16 @@ impl Registry {
 
     pub fn with_outbound(mut self, policy: Arc<crate::outbound::Policy>) -> Self {
         self.outbound = policy;
+        self
+    }
+
+    pub fn with_secrets(mut self, secrets: Arc<crate::mcp::Secrets>) -> Self {
+        self.secrets = secrets;
+        self
+    }
+
+    pub fn with_listed_tools_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.listed_tools_ttl = ttl;
         self
     }
 
@@ -141,7 +158,8 @@ impl Registry {
             ));
         }
         validate::validate(def).map_err(Error::InvalidArgument)?;
-        let refused = crate::outbound::violations(&self.outbound, def);
+        let mut refused = crate::outbound::violations(&self.outbound, def);
+        refused.extend(crate::mcp::secrets::violations(&self.secrets, tenant, def));
         if !refused.is_empty() {
             return Err(Error::InvalidArgument(refused));
         }
@@ -309,12 +327,12 @@ impl Registry {
                 let v = self.get_version(tenant, agent_id, version).await?;
                 let (listed, mut diagnostics) = match (&self.lister, run) {
                     (Some(l), Some(run)) => l.list_for_run(&v.definition, tenant, agent_id, run).await,
-                    (Some(l), None) => l.list(&v.definition).await,
+                    (Some(l), None) => l.list(&v.definition, tenant).await,
                     (None, _) => (BTreeMap::new(), Vec::new()),
                 };
                 *entry.prepared.lock().expect("prepared lock") = Some(std::time::Instant::now());
                 if !listed.is_empty() || !diagnostics.is_empty() {
-                    *entry.expires.lock().expect("expiry lock") = Some(std::time::Instant::now() + LISTED_TOOLS_TTL);
+                    *entry.expires.lock().expect("expiry lock") = Some(std::time::Instant::now() + self.listed_tools_ttl);
                 }
                 let def = v.definition;
                 let mut catalog = tokio::task::spawn_blocking(move || Catalog::compile(&def, &listed))

@@ -111,12 +111,17 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     tracing::info!(allow = ?outbound.policy.patterns(), "outbound targets");
     let store = Store::open(&cfg.store).await.with_context(|| format!("opening store {}", crate::store::redact_url(&cfg.store)))?;
     let executors = Arc::new(Executors::new(cfg.executor.clone(), outbound.clone()));
-    let mcp = Arc::new(crate::mcp::McpClients::new(cfg.mcp_client.clone(), cfg.secrets.clone(), &outbound));
+    // One copy for registration checks and header resolution; unscoped secrets depend on
+    // whether callers authenticate.
+    let secrets = Arc::new(cfg.secrets.clone().for_server(auth.enabled()).context("operator secrets")?);
+    let mcp = Arc::new(crate::mcp::McpClients::new(cfg.mcp_client.clone(), secrets.clone(), &outbound));
     let lister = Arc::new(crate::mcp::Lister { executors: executors.clone(), mcp: mcp.clone() });
     let registry = Arc::new(
         Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes)
             .with_lister(lister)
             .with_outbound(outbound.policy.clone())
+            .with_secrets(secrets)
+            .with_listed_tools_ttl(cfg.tool_list_ttl)
             .with_cache_refresh(cfg.cache_refresh),
     );
     let router = Arc::new(Router::new(registry.clone(), executors, cfg.router.clone()).with_mcp(mcp.clone()));

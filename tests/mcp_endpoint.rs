@@ -250,3 +250,113 @@ async fn closing_the_mcp_session_ends_its_run_and_releases_its_upstream_sessions
     }
     assert_eq!(mcp.open_sessions(), 0, "DELETE of the MCP session ended the run");
 }
+
+// ----- JWT with keys from a JWKS URL -----
+
+/// A P-256 key made for the test, published under `kid`.
+struct SigningKey {
+    kid: String,
+    pem: String,
+}
+
+impl SigningKey {
+    fn new(kid: &str) -> Self {
+        let pair = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256).expect("P-256 key");
+        Self { kid: kid.into(), pem: pair.serialize_pem() }
+    }
+
+    fn encoding(&self) -> jsonwebtoken::EncodingKey {
+        jsonwebtoken::EncodingKey::from_ec_pem(self.pem.as_bytes()).expect("PEM key")
+    }
+
+    fn jwk(&self) -> Value {
+        let mut jwk = jsonwebtoken::jwk::Jwk::from_encoding_key(&self.encoding(), jsonwebtoken::Algorithm::ES256).expect("public JWK");
+        jwk.common.key_id = Some(self.kid.clone());
+        serde_json::to_value(jwk).unwrap()
+    }
+
+    fn token(&self, tenant: &str) -> String {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs();
+        let claims = json!({"iss": ISSUER, "aud": AUDIENCE, "exp": now + 600, "iat": now, "sub": "user-1", "tenant_id": tenant});
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = Some(self.kid.clone());
+        jsonwebtoken::encode(&header, &claims, &self.encoding()).expect("signed")
+    }
+}
+
+const ISSUER: &str = "https://idp.example.test";
+const AUDIENCE: &str = "toolrouter";
+
+fn jwks(keys: &[&SigningKey]) -> String {
+    json!({"keys": keys.iter().map(|k| k.jwk()).collect::<Vec<_>>()}).to_string()
+}
+
+/// The issuer's JWKS endpoint on loopback: its document can change; fetches are counted.
+struct Issuer {
+    document: std::sync::Arc<std::sync::Mutex<String>>,
+    fetches: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    addr: std::net::SocketAddr,
+    _stop: tokio_util::sync::DropGuard,
+}
+
+impl Issuer {
+    async fn start(document: String) -> Self {
+        let document = std::sync::Arc::new(std::sync::Mutex::new(document));
+        let fetches = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (d, f) = (document.clone(), fetches.clone());
+        let app = axum::Router::new().route(
+            "/jwks",
+            axum::routing::get(move || {
+                let (d, f) = (d.clone(), f.clone());
+                async move {
+                    f.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    d.lock().unwrap().clone()
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = tokio_util::sync::CancellationToken::new();
+        let stopped = stop.clone();
+        tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await }).await });
+        Issuer { document, fetches, addr, _stop: stop.drop_guard() }
+    }
+
+    fn publish(&self, document: String) {
+        *self.document.lock().unwrap() = document;
+    }
+
+    fn fetches(&self) -> usize {
+        self.fetches.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[tokio::test]
+async fn a_token_signed_with_a_key_the_issuer_just_added_is_accepted_on_its_first_mcp_request() {
+    use toolrouter::auth::jwt::{JwksSource, JwtConfig};
+    let exec = spawn_executor(Behaviour::Echo).await;
+    let (first, added, never) = (SigningKey::new("k1"), SigningKey::new("k2"), SigningKey::new("k3"));
+    let issuer = Issuer::start(jwks(&[&first])).await;
+    let hour = std::time::Duration::from_secs(3600);
+    let mut cfg = ServerConfig::for_tests();
+    cfg.auth.jwt = Some(JwtConfig {
+        jwks_refresh: hour,
+        jwks_unknown_kid_gap: hour,
+        ..JwtConfig::new(ISSUER, AUDIENCE, JwksSource::Url(format!("http://{}/jwks", issuer.addr)))
+    });
+    let s = TestServer::start_with(cfg).await;
+    s.create_as(&first.token("acme"), "crm", definition(&exec.endpoint())).await;
+    assert_eq!(issuer.fetches(), 1, "fetched at start-up");
+
+    // The issuer adds a key; its first token on the MCP endpoint waits for the keys to be
+    // fetched again, as on gRPC, instead of a 401.
+    issuer.publish(jwks(&[&first, &added]));
+    let client = connect_as(endpoint(&s, "/mcp/agents/crm"), &added.token("acme")).await.expect("initialize with the new key");
+    assert_eq!(issuer.fetches(), 2, "the unknown kid caused one fetch");
+    let (result, is_error) = call(&client, "call_tool", json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": 42}})).await;
+    assert!(!is_error, "{result}");
+
+    // A key the issuer never published is still refused, after the fetch it may cause.
+    let (status, challenge) = initialize_status(s.server.http_addr, Some(&format!("Bearer {}", never.token("acme")))).await;
+    assert_eq!((status, challenge.as_str()), (401, "Bearer"));
+}

@@ -321,6 +321,68 @@ async fn an_unreachable_mcp_server_is_a_diagnostic_and_a_model_visible_unavailab
     let tools = s.model_tools("agent", run_ctx("r")).await;
     assert!(tools.diagnostics.iter().any(|d| d.contains("\"crm-mcp\"") && d.contains("tools/list")), "{:?}", tools.diagnostics);
     assert!(tools.tools.iter().any(|t| t.name == "note"));
+
+    // Reachable when its tools were listed, gone when one is called: the model is told the
+    // tool is unavailable and was not run.
+    let upstream = McpServer::start(vec![mcp_tool("lookup", "Look a record up.", &[])]).await;
+    s.create("listed", crm(vec![mcp_source("crm-mcp", &upstream.url(), &[])])).await;
+    let (found, _) = s.call_result("listed", "r1", "d1", "discover_tools", json!({"query": ""})).await;
+    assert_eq!(found["total"], 1, "{found}");
+    let addr = upstream.addr;
+    drop(upstream);
+    let mut stopped = false;
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(addr).await.is_err() {
+            stopped = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(stopped, "the MCP server stopped listening");
+    let (gone, is_error) = s.call_result("listed", "r2", "c1", "call_tool", call_crm("lookup", json!({}))).await;
+    assert!(is_error, "{gone}");
+    assert_eq!(gone["error"], "tool_unavailable", "{gone}");
+    assert!(gone["message"].as_str().unwrap().contains("It was not run"), "{gone}");
+}
+
+/// discover_tools in a run of `user`; the listing has one tool.
+async fn discover(s: &TestServer, run: &str, user: &str) {
+    let outcome = s.handle_raw("agent", run_as(run, Some(user), pb::Caller::Model), "d", "discover_tools", r#"{"query": ""}"#).await.unwrap();
+    let (found, is_error) = result_of(&outcome);
+    assert!(!is_error && found["total"] == 1, "{found}");
+}
+
+#[tokio::test]
+async fn tool_listings_are_cached_per_resolved_header_set_for_a_bounded_time() {
+    let upstream = McpServer::start(vec![mcp_tool("lookup", "Look a record up.", &[])]).await;
+    let lists_for = |user: &str| {
+        upstream.seen().iter().filter(|r| r.method == "tools/list" && r.headers.get("x-user").map(String::as_str) == Some(user)).count()
+    };
+    let definition = || crm(vec![mcp_source("crm-mcp", &upstream.url(), &[("X-User", binding_from("identity.user_id", ""))])]);
+
+    // Far longer than the test: runs with the same header values share one listing, another
+    // value gets its own.
+    let mut cfg = config();
+    cfg.tool_list_ttl = Duration::from_secs(3600);
+    let s = TestServer::start_with(cfg).await;
+    s.create("agent", definition()).await;
+    discover(&s, "r1", "ada").await;
+    discover(&s, "r2", "ada").await;
+    assert_eq!(lists_for("ada"), 1, "r2 used r1's listing");
+    discover(&s, "r3", "bob").await;
+    assert_eq!((lists_for("ada"), lists_for("bob")), (1, 1), "bob's headers got a listing of their own");
+    drop(s);
+
+    // Short: once a listing is older than it, the next use lists again.
+    let mut cfg = config();
+    cfg.tool_list_ttl = Duration::from_millis(200);
+    let s = TestServer::start_with(cfg).await;
+    s.create("agent", definition()).await;
+    discover(&s, "r4", "cy").await;
+    assert_eq!(lists_for("cy"), 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    discover(&s, "r5", "cy").await;
+    assert_eq!(lists_for("cy"), 2, "the expired listing was read again");
 }
 
 #[tokio::test]
@@ -332,10 +394,15 @@ async fn operator_secrets_never_appear_in_the_definition_errors_or_logs() {
     let mut cfg = config();
     cfg.secrets.insert("crm_token", SecretSource::File(token));
     cfg.secrets.insert("missing_env", SecretSource::Env("TOOLROUTER_TEST_UNSET_VARIABLE_9f3".into()));
+    let missing_path = std::env::temp_dir().join("toolrouter-test-no-such-dir-7c1e/crm-token");
+    cfg.secrets.insert("missing_file", SecretSource::File(missing_path.clone()));
     let s = TestServer::start_with(cfg).await;
     let def = crm(vec![mcp_source("crm-mcp", &upstream.url(), &[("Authorization", binding_secret("crm_token", "Bearer "))])]);
     s.create("agent", def).await;
-    let mut broken = crm(vec![mcp_source("crm-mcp", &upstream.url(), &[("Authorization", binding_secret("missing_env", ""))])]);
+    let mut broken = crm(vec![
+        mcp_source("crm-mcp", &upstream.url(), &[("Authorization", binding_secret("missing_env", ""))]),
+        mcp_source("crm-files", &upstream.url(), &[("Authorization", binding_secret("missing_file", ""))]),
+    ]);
     broken.instructions = "broken".into();
     s.create("broken", broken).await;
 
@@ -356,7 +423,16 @@ async fn operator_secrets_never_appear_in_the_definition_errors_or_logs() {
     ] {
         assert!(!text.contains(SECRET), "the secret appeared in {what}");
     }
-    assert!(tools.diagnostics.iter().any(|d| d.contains("missing_env")), "{:?}", tools.diagnostics);
+    // Tenants see which secret failed, never where the operator keeps it.
+    for name in ["missing_env", "missing_file"] {
+        assert!(tools.diagnostics.iter().any(|d| d.contains(&format!("secret {name:?} could not be read"))), "{:?}", tools.diagnostics);
+    }
+    let diagnostics = format!("{:?}", tools.diagnostics);
+    for operator_detail in ["TOOLROUTER_TEST_UNSET_VARIABLE_9f3", "toolrouter-test-no-such-dir-7c1e", "environment variable", "file "] {
+        assert!(!diagnostics.contains(operator_detail), "{operator_detail:?} in {diagnostics}");
+    }
+    // The operator's log says where it looked.
+    assert!(buffer.text().contains("TOOLROUTER_TEST_UNSET_VARIABLE_9f3"), "the log names the variable for the operator");
 }
 
 #[tokio::test]

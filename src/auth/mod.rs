@@ -164,6 +164,19 @@ impl Authenticator {
         Err(AuthError::Invalid)
     }
 
+    /// [`Authenticator::authenticate`] for callers that can wait: a JWT naming a key the
+    /// JWKS URL did not list yet waits for the keys to be fetched again, then is checked
+    /// once more (what the gRPC layer does).
+    pub async fn authenticate_waiting(&self, headers: &http::HeaderMap) -> Result<Principal, AuthError> {
+        match self.authenticate(headers) {
+            Err(AuthError::UnknownKey) => {
+                self.refresh_keys().await;
+                self.authenticate(headers)
+            }
+            other => other,
+        }
+    }
+
     /// After [`AuthError::UnknownKey`]: fetches the issuer's keys again (rate-limited, one
     /// fetch shared by concurrent callers), so a token signed with a key the issuer has just
     /// added is accepted on its first use.

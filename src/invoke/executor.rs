@@ -258,7 +258,7 @@ fn connect_failure(status: &tonic::Status) -> bool {
 
 #[async_trait::async_trait]
 impl crate::registry::ToolLister for Executors {
-    async fn list(&self, def: &AgentDefinition) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
+    async fn list(&self, def: &AgentDefinition, _tenant: &str) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
         let mut listed = BTreeMap::new();
         let mut diagnostics = Vec::new();
         for s in &def.sources {

@@ -79,10 +79,10 @@ pub struct McpClients {
 pub type Headers = HashMap<HeaderName, HeaderValue>;
 
 impl McpClients {
-    pub fn new(config: McpClientConfig, secrets: Secrets, outbound: &crate::outbound::Outbound) -> Self {
+    pub fn new(config: McpClientConfig, secrets: Arc<Secrets>, outbound: &crate::outbound::Outbound) -> Self {
         Self {
             config,
-            secrets: Arc::new(secrets),
+            secrets,
             policy: outbound.policy.clone(),
             http: TracingHttp(http_client(outbound)),
             sessions: Mutex::new(HashMap::new()),
@@ -95,7 +95,9 @@ impl McpClients {
     }
 
     /// Resolves a source's header bindings for a run (`None`: no run, such as discovery
-    /// without a run; run-bound headers are then left out).
+    /// without a run; run-bound headers are then left out). A secret is read only if the
+    /// tenant may use it with this source's URL (checked again here: the operator may have
+    /// narrowed it since the definition was stored).
     pub fn resolve_headers(&self, source: &McpSource, tenant: &str, run: Option<&RunContext>) -> Result<Headers, String> {
         let mut out = Headers::new();
         for (name, binding) in &source.headers {
@@ -104,7 +106,7 @@ impl McpClients {
                     Some(v) => v,
                     None => continue,
                 },
-                Binding::Secret(secret) => self.secrets.read(secret).map_err(|e| e.to_string())?,
+                Binding::Secret(secret) => self.secrets.read(secret, tenant, &source.url).map_err(|e| e.to_string())?,
             };
             let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| format!("header name {name:?} is not valid"))?;
             let mut value = HeaderValue::from_str(&format!("{}{value}", binding.prefix))
@@ -325,7 +327,7 @@ impl McpClients {
 
     /// A digest of the header values a run contributes (bindings from the run context),
     /// or `None` when no MCP source depends on the run: then every run shares one listing.
-    /// Secrets are operator-wide and do not vary by run, so they are not read here.
+    /// Secrets do not vary by run (listings are per tenant already), so they are not read here.
     pub fn run_key(sources: &[PreparedSource], tenant: &str, run: &RunContext) -> Option<u64> {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         let mut any = false;
@@ -534,9 +536,9 @@ impl Lister {
 
 #[async_trait::async_trait]
 impl crate::registry::ToolLister for Lister {
-    async fn list(&self, def: &AgentDefinition) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
-        let (mut listed, mut diagnostics) = self.executors.list(def).await;
-        self.list_mcp(def, "", "", None, &mut listed, &mut diagnostics).await;
+    async fn list(&self, def: &AgentDefinition, tenant: &str) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
+        let (mut listed, mut diagnostics) = self.executors.list(def, tenant).await;
+        self.list_mcp(def, tenant, "", None, &mut listed, &mut diagnostics).await;
         (listed, diagnostics)
     }
 
@@ -545,7 +547,7 @@ impl crate::registry::ToolLister for Lister {
     }
 
     async fn list_for_run(&self, def: &AgentDefinition, tenant: &str, agent_id: &str, run: &RunContext) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
-        let (mut listed, mut diagnostics) = self.executors.list(def).await;
+        let (mut listed, mut diagnostics) = self.executors.list(def, tenant).await;
         self.list_mcp(def, tenant, agent_id, Some(run), &mut listed, &mut diagnostics).await;
         (listed, diagnostics)
     }

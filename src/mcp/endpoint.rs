@@ -71,7 +71,8 @@ pub fn routes(
                 if drain.is_draining() {
                     return (http::StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
                 }
-                let principal = match guard.auth.authenticate(req.headers()) {
+                // Waits for a JWKS fetch on an unknown `kid`, as gRPC calls do.
+                let principal = match guard.auth.authenticate_waiting(req.headers()).await {
                     Ok(p) => p,
                     Err(_) => {
                         let challenge = [(http::header::WWW_AUTHENTICATE, "Bearer")];

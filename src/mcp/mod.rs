@@ -13,7 +13,7 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 pub use client::{Lister, McpClientConfig, McpClients};
 pub use endpoint::{EndpointGuard, McpEndpointConfig, routes};
-pub use secrets::{SecretSource, Secrets};
+pub use secrets::{Secret, SecretSource, Secrets};
 
 /// The W3C trace context of the current span (`traceparent`, `tracestate`), empty when
 /// there is no sampled span.

@@ -11,6 +11,12 @@ type Violations = Vec<FieldViolation>;
 
 fn duration(d: &Option<prost_types::Duration>, field: &str, v: &mut Violations) -> Option<Duration> {
     let d = d.as_ref()?;
+    // Nanos past a second are malformed (google.protobuf.Duration) and would carry into
+    // seconds that may no longer fit the i64 the API answers with.
+    if d.nanos >= 1_000_000_000 {
+        v.push(FieldViolation::new(field, "nanos must be below 1000000000"));
+        return None;
+    }
     if d.seconds < 0 || d.nanos < 0 || (d.seconds == 0 && d.nanos == 0) {
         v.push(FieldViolation::new(field, "a duration must be positive"));
         return None;

@@ -12,6 +12,7 @@ use serde_json::value::RawValue;
 use super::definition::*;
 use super::names::{canonical_name, tool_name_problem};
 use super::schema;
+use super::validate::MAX_EXPOSED_NAME;
 use crate::search::keyword::KeywordIndex;
 use crate::search::natural::{NaturalConfig, NaturalIndex};
 use crate::search::{SearchDoc, fields};
@@ -114,6 +115,9 @@ impl Catalog {
         let mut tools: Vec<PreparedTool> = Vec::new();
         let mut seen_grouped: HashSet<String> = HashSet::new();
         let mut seen_direct: HashSet<String> = HashSet::new();
+        // Exposed names (SPEC §3) validation checked for declared tools; listed tools must
+        // not take one of them, nor one another listed tool took first.
+        let mut exposed = declared_exposed_names(def, listed, &group_of, &control);
         for (si, source) in def.sources.iter().enumerate() {
             let group = group_of.get(source.id.as_str()).map(|g| g.to_string());
             sources.push(PreparedSource {
@@ -170,7 +174,27 @@ impl Catalog {
                 }
                 let cfg = source.tool_configs.get(&decl.name);
                 let star = source.tool_configs.get("*");
-                let pin = cfg.map(|c| c.pin).unwrap_or(false) || star.map(|c| c.pin).unwrap_or(false);
+                let mut pin = cfg.map(|c| c.pin).unwrap_or(false) || star.map(|c| c.pin).unwrap_or(false);
+                if from_listing.is_some() {
+                    let taken = exposed.contains(&name);
+                    if group.is_none() && taken {
+                        diagnostics.push(format!(
+                            "source {:?}: tool {:?} skipped: its name is already exposed to the model",
+                            source.id, decl.name
+                        ));
+                        continue;
+                    }
+                    if group.is_some() && pin && (taken || name.len() > MAX_EXPOSED_NAME) {
+                        diagnostics.push(format!(
+                            "source {:?}: tool {:?} not pinned: its canonical name {name:?} is already exposed or longer than {MAX_EXPOSED_NAME} characters",
+                            source.id, decl.name
+                        ));
+                        pin = false;
+                    }
+                    if group.is_none() || pin {
+                        exposed.insert(name.clone());
+                    }
+                }
                 let mut search_text = String::new();
                 for c in [star, cfg].into_iter().flatten() {
                     if !c.additional_search_text.is_empty() {
@@ -343,6 +367,32 @@ impl Catalog {
     pub fn natural(&self) -> &NaturalIndex {
         self.natural.get_or_init(|| NaturalIndex::build(&self.docs, &NaturalConfig::default()))
     }
+}
+
+/// The control tool names and the names of declared direct and pinned tools (the sources
+/// whose tools are not listed at preparation), all checked by validation.
+fn declared_exposed_names(
+    def: &AgentDefinition,
+    listed: &BTreeMap<String, Vec<ToolDeclaration>>,
+    group_of: &HashMap<&str, &str>,
+    control: &ResolvedControl,
+) -> HashSet<String> {
+    let mut names: HashSet<String> = control.exposed_names().into_iter().map(String::from).collect();
+    for source in def.sources.iter().filter(|s| !listed.contains_key(&s.id)) {
+        let pinned = |tool: &str| [tool, "*"].iter().any(|k| source.tool_configs.get(*k).is_some_and(|c| c.pin));
+        for decl in source.kind.declared_tools() {
+            match group_of.get(source.id.as_str()) {
+                None => {
+                    names.insert(decl.name.clone());
+                }
+                Some(g) if pinned(&decl.name) => {
+                    names.insert(canonical_name(g, &decl.name));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    names
 }
 
 fn compact(v: &Value) -> Box<RawValue> {

@@ -194,8 +194,9 @@ fn check_grouped_names(def: &AgentDefinition, group_of: &BTreeMap<usize, String>
     }
 }
 
+/// Pinned as `Catalog::compile` pins: by its own config or by `"*"` (SPEC §6).
 fn is_pinned(source: &ToolSource, tool: &str) -> bool {
-    source.tool_configs.get(tool).or_else(|| source.tool_configs.get("*")).is_some_and(|c| c.pin)
+    [tool, "*"].iter().any(|key| source.tool_configs.get(*key).is_some_and(|c| c.pin))
 }
 
 fn check_control(def: &AgentDefinition, group_of: &BTreeMap<usize, String>, v: &mut Violations) {

@@ -387,7 +387,8 @@ impl KeywordIndex {
             }
             Plan::Rank(group) => {
                 // A min-heap of the best k keys seen so far: one comparison per candidate.
-                let mut best = BinaryHeap::with_capacity(k);
+                // `k` comes from the caller's offset and limit: never allocate past the catalog.
+                let mut best = BinaryHeap::with_capacity(k.min(self.len()));
                 let mut total = 0;
                 self.rank(query, group, |key| {
                     total += 1;

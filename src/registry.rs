@@ -77,8 +77,9 @@ impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::BadUrl(u) => Error::Internal(format!("bad store URL {u}")),
-            StoreError::Unreachable { .. } | StoreError::Closed => Error::Unavailable(format!("store unavailable: {e}")),
-            StoreError::Db(e) => Error::Unavailable(format!("store unavailable: {e}")),
+            StoreError::Unreachable { .. } | StoreError::Closed | StoreError::Db(_) | StoreError::Sqlite(_) | StoreError::Blocking(_) => {
+                Error::Unavailable(format!("store unavailable: {e}"))
+            }
         }
     }
 }

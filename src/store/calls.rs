@@ -1,14 +1,14 @@
-//! Exactly-once bookkeeping under load (SPEC §4): the claims and outcomes of tool calls made
-//! by concurrent requests are written by one task, a batch at a time: one multi-row statement
-//! for the batch's outcomes and one for its claims, instead of a statement (and, on SQLite, a
-//! turn of the single writer lock) per call. A lone call is a batch of one, so nothing waits
-//! for company.
+//! Exactly-once bookkeeping under load (SPEC §4), PostgreSQL: the claims and outcomes of tool
+//! calls made by concurrent requests are written by one task, a batch at a time: one
+//! multi-row statement for the batch's outcomes and one for its claims, instead of a round trip
+//! per call. A lone call is a batch of one, so nothing waits for company.
 
 use std::collections::HashSet;
 
 use tokio::sync::{mpsc, oneshot};
 
-use super::{Backend, Claim, StoreError};
+use super::postgres::PgStore;
+use super::{Claim, StoreError};
 
 /// Most calls written by one statement (SQLite and PostgreSQL both take the parameters).
 pub(super) const MAX_BATCH: usize = 128;
@@ -40,7 +40,7 @@ pub(super) struct CallWriter {
 }
 
 impl CallWriter {
-    pub fn start(backend: Backend) -> Self {
+    pub fn start(backend: PgStore) -> Self {
         let (tx, rx) = mpsc::unbounded_channel();
         tokio::spawn(run(backend, rx));
         Self { tx }
@@ -59,7 +59,7 @@ impl CallWriter {
     }
 }
 
-async fn run(backend: Backend, mut rx: mpsc::UnboundedReceiver<Op>) {
+async fn run(backend: PgStore, mut rx: mpsc::UnboundedReceiver<Op>) {
     let mut ops = Vec::with_capacity(MAX_BATCH);
     while rx.recv_many(&mut ops, MAX_BATCH).await > 0 {
         let mut claims = Vec::new();
@@ -82,16 +82,13 @@ async fn run(backend: Backend, mut rx: mpsc::UnboundedReceiver<Op>) {
 
 type Finish = (CallKey, String, i64, oneshot::Sender<Result<(), StoreError>>);
 
-async fn write_finishes(backend: &Backend, finishes: Vec<Finish>) {
+async fn write_finishes(backend: &PgStore, finishes: Vec<Finish>) {
     // The first outcome of a call wins (as with one statement each): later ones in the same
     // batch are dropped before the statement, which could otherwise pick either.
     let mut seen = HashSet::new();
     let rows: Vec<(&CallKey, &str, i64)> =
         finishes.iter().filter(|f| seen.insert(&f.0)).map(|(k, o, now, _)| (k, o.as_str(), *now)).collect();
-    let written = match backend {
-        Backend::Sqlite(s) => s.finish_calls(&rows).await,
-        Backend::Postgres(p) => p.finish_calls(&rows).await,
-    };
+    let written = backend.finish_calls(&rows).await;
     drop(rows);
     match written {
         Ok(()) => {
@@ -102,10 +99,7 @@ async fn write_finishes(backend: &Backend, finishes: Vec<Finish>) {
         // One statement each, so every call gets its own answer (and its own error).
         Err(_) => {
             for (k, outcome, now, reply) in finishes {
-                let r = match backend {
-                    Backend::Sqlite(s) => s.finish_call(&k.tenant, &k.agent_id, &k.run_id, &k.call_id, &outcome, now).await,
-                    Backend::Postgres(p) => p.finish_call(&k.tenant, &k.agent_id, &k.run_id, &k.call_id, &outcome, now).await,
-                };
+                let r = backend.finish_call(&k.tenant, &k.agent_id, &k.run_id, &k.call_id, &outcome, now).await;
                 let _ = reply.send(r);
             }
         }
@@ -114,12 +108,9 @@ async fn write_finishes(backend: &Backend, finishes: Vec<Finish>) {
 
 type ClaimOp = (CallKey, i64, oneshot::Sender<Result<Claim, StoreError>>);
 
-async fn write_claims(backend: &Backend, claims: Vec<ClaimOp>) {
+async fn write_claims(backend: &PgStore, claims: Vec<ClaimOp>) {
     let rows: Vec<(&CallKey, i64)> = claims.iter().map(|(k, now, _)| (k, *now)).collect();
-    let inserted = match backend {
-        Backend::Sqlite(s) => s.insert_claims(&rows).await,
-        Backend::Postgres(p) => p.insert_claims(&rows).await,
-    };
+    let inserted = backend.insert_claims(&rows).await;
     drop(rows);
     let mut inserted: HashSet<CallKey> = match inserted {
         Ok(keys) => keys.into_iter().collect(),
@@ -131,10 +122,7 @@ async fn write_claims(backend: &Backend, claims: Vec<ClaimOp>) {
         let claim = if inserted.remove(&key) {
             Ok(Claim::New)
         } else {
-            match backend {
-                Backend::Sqlite(s) => s.claim_call(&key.tenant, &key.agent_id, &key.run_id, &key.call_id, now).await,
-                Backend::Postgres(p) => p.claim_call(&key.tenant, &key.agent_id, &key.run_id, &key.call_id, now).await,
-            }
+            backend.claim_call(&key.tenant, &key.agent_id, &key.run_id, &key.call_id, now).await
         };
         let _ = reply.send(claim);
     }

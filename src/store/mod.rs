@@ -26,6 +26,11 @@ pub enum StoreError {
     Unreachable { target: String, reason: String },
     #[error("store error: {0}")]
     Db(#[from] sqlx::Error),
+    #[error("store error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// A store task on the blocking pool failed (panicked or was cancelled).
+    #[error("store error: {0}")]
+    Blocking(String),
     /// The store's writer task is gone (the runtime is shutting down).
     #[error("store closed")]
     Closed,
@@ -86,8 +91,9 @@ pub enum Transition {
 #[derive(Clone, Debug)]
 pub struct Store {
     backend: Backend,
-    /// Writes the claims and outcomes of tool calls in batches.
-    calls: CallWriter,
+    /// Writes the claims and outcomes of tool calls in batches (PostgreSQL: a round trip
+    /// each would cost more than the statement; SQLite writes them on the calling thread).
+    calls: Option<CallWriter>,
 }
 
 #[derive(Clone, Debug)]
@@ -116,7 +122,10 @@ impl Store {
         } else {
             return Err(StoreError::BadUrl(redact_url(url)));
         };
-        let calls = CallWriter::start(backend.clone());
+        let calls = match &backend {
+            Backend::Postgres(p) => Some(CallWriter::start(p.clone())),
+            Backend::Sqlite(_) => None,
+        };
         Ok(Store { backend, calls })
     }
 
@@ -224,7 +233,10 @@ impl Store {
     /// Claims (agent, run, tool_call_id) for execution, or reports who has it.
     pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
         let _timer = store_timer("claim_call");
-        self.calls.claim(CallKey::new(tenant, agent_id, run_id, call_id), now).await
+        match &self.calls {
+            Some(calls) => calls.claim(CallKey::new(tenant, agent_id, run_id, call_id), now).await,
+            None => dispatch!(self.claim_call(tenant, agent_id, run_id, call_id, now)),
+        }
     }
 
     pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
@@ -235,7 +247,10 @@ impl Store {
     /// Stores the outcome of a claimed call (only once).
     pub async fn finish_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, outcome: &str, now: i64) -> Result<(), StoreError> {
         let _timer = store_timer("finish_call");
-        self.calls.finish(CallKey::new(tenant, agent_id, run_id, call_id), outcome.to_string(), now).await
+        match &self.calls {
+            Some(calls) => calls.finish(CallKey::new(tenant, agent_id, run_id, call_id), outcome.to_string(), now).await,
+            None => dispatch!(self.finish_call(tenant, agent_id, run_id, call_id, outcome, now)),
+        }
     }
 
     /// Drops an unfinished claim, so the call can run again.

@@ -1,74 +1,153 @@
-//! The embedded backend: one SQLite file (WAL, `synchronous=NORMAL`, busy timeout).
-//! Every write goes through one writer connection, so writers queue in the pool instead of
-//! sleeping in SQLite's busy handler; reads use a pool of their own (WAL readers don't block
-//! the writer). `BEGIN IMMEDIATE` keeps read-then-write transactions free of concurrent change
-//! even when another process opens the same file.
+//! The embedded backend: one SQLite file (WAL, `synchronous=NORMAL`, busy timeout), through
+//! rusqlite.
+//!
+//! Statements run on the calling thread: a small write with WAL and `synchronous=NORMAL` costs
+//! tens of microseconds, less than handing it to a database thread and waking the caller again
+//! (on a virtual machine with idle cores, each such hand-off costs more than the statement).
+//! Reading or writing whole definitions (up to the definition limit) runs on tokio's blocking
+//! pool instead. All writes go through one connection behind a mutex, so writers of this
+//! process queue on the mutex, never in SQLite's sleeping busy handler; reads use connections
+//! of their own (WAL readers don't block the writer). A background thread checkpoints the WAL,
+//! so no call pays for copying it back into the database file (and its fsync).
+//! `BEGIN IMMEDIATE` keeps read-then-write transactions free of concurrent change even when
+//! another process opens the same file.
 
-use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
-use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous};
-use sqlx::Row;
+use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
 
-use super::{decay, AgentRecord, CallKey, Claim, DeferredRow, StoreError, Transition, VersionRecord};
-
-#[derive(Clone, Debug)]
-pub struct SqliteStore {
-    /// Reads (several connections; the writer's pool for an in-memory database).
-    read: SqlitePool,
-    /// Writes: one connection.
-    write: SqlitePool,
-}
+use super::{AgentRecord, Claim, DeferredRow, StoreError, Transition, VersionRecord, decay};
 
 const SCHEMA: &str = include_str!("schema_sqlite.sql");
 
-/// Prepared statements kept per connection.
-const STATEMENT_CACHE: usize = 2 * super::calls::MAX_BATCH + 100;
+/// Reader connections of a file database.
+const READERS: usize = 4;
+/// How often the WAL is checkpointed in the background.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
+/// WAL pages after which a writer checkpoints by itself (a safety net if the background
+/// checkpoints fall behind; SQLite's default is 1000).
+const AUTOCHECKPOINT_PAGES: i64 = 20_000;
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone)]
+pub struct SqliteStore {
+    db: Arc<Db>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore").field("readers", &self.db.readers.len()).finish()
+    }
+}
+
+struct Db {
+    writer: Mutex<Connection>,
+    /// Empty for an in-memory database, whose one connection is the writer.
+    readers: Vec<Mutex<Connection>>,
+    next_reader: AtomicUsize,
+}
+
+fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Db {
+    fn writer(&self) -> MutexGuard<'_, Connection> {
+        lock(&self.writer)
+    }
+
+    /// A free reader if there is one, else the next in turn.
+    fn reader(&self) -> MutexGuard<'_, Connection> {
+        if self.readers.is_empty() {
+            return self.writer();
+        }
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        let n = self.readers.len();
+        for i in 0..n {
+            if let Ok(c) = self.readers[(start + i) % n].try_lock() {
+                return c;
+            }
+        }
+        lock(&self.readers[start % n])
+    }
+}
+
+/// The file a `sqlite:` URL names (`None`: in memory).
+fn file_of(url: &str) -> Result<Option<&str>, StoreError> {
+    let rest = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:")).ok_or_else(|| StoreError::BadUrl(url.to_string()))?;
+    let path = rest.split('?').next().unwrap_or_default();
+    match path {
+        "" => Err(StoreError::BadUrl(url.to_string())),
+        ":memory:" => Ok(None),
+        p => Ok(Some(p)),
+    }
+}
+
+fn configure(c: &Connection, wal: bool) -> rusqlite::Result<()> {
+    c.busy_timeout(BUSY_TIMEOUT)?;
+    c.pragma_update(None, "synchronous", "NORMAL")?;
+    c.pragma_update(None, "foreign_keys", true)?;
+    c.set_prepared_statement_cache_capacity(64);
+    if wal {
+        c.pragma_update(None, "wal_autocheckpoint", AUTOCHECKPOINT_PAGES)?;
+    }
+    Ok(())
+}
 
 impl SqliteStore {
     /// Opens (and creates) the store named by `url` and applies the schema.
     pub async fn open(url: &str) -> Result<SqliteStore, StoreError> {
-        let memory = url == "sqlite::memory:" || url == "sqlite://:memory:";
-        if !url.starts_with("sqlite:") {
-            return Err(StoreError::BadUrl(url.to_string()));
-        }
-        let opts = SqliteConnectOptions::from_str(url)
-            .map_err(|_| StoreError::BadUrl(url.to_string()))?
-            .create_if_missing(true)
-            .journal_mode(if memory { SqliteJournalMode::Memory } else { SqliteJournalMode::Wal })
-            .synchronous(SqliteSynchronous::Normal)
-            .busy_timeout(Duration::from_secs(10))
-            .foreign_keys(true);
-        // An in-memory database lives in one connection. The pools skip the ping before each
-        // use: a broken connection fails its statement, which reports the error anyway.
-        // Room for the batched call statements (one text per batch size) besides the others.
-        let write = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .test_before_acquire(false)
-            .connect_with(opts.clone().statement_cache_capacity(STATEMENT_CACHE))
-            .await?;
-        let mut tx = write.begin_with("BEGIN IMMEDIATE").await?;
-        for stmt in SCHEMA.split(';').map(str::trim).filter(|s| !s.is_empty()) {
-            sqlx::query(sqlx::AssertSqlSafe(stmt.to_string())).execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        let read = if memory {
-            write.clone()
-        } else {
-            SqlitePoolOptions::new()
-                .max_connections(4)
-                .min_connections(1)
-                .test_before_acquire(false)
-                .connect_with(opts.read_only(true))
-                .await?
+        let file = file_of(url)?.map(str::to_string);
+        let db = tokio::task::spawn_blocking(move || Self::open_blocking(file.as_deref()))
+            .await
+            .map_err(|e| StoreError::Blocking(e.to_string()))??;
+        Ok(SqliteStore { db })
+    }
+
+    fn open_blocking(file: Option<&str>) -> Result<Arc<Db>, StoreError> {
+        let Some(file) = file else {
+            let c = Connection::open_in_memory()?;
+            configure(&c, false)?;
+            c.execute_batch(SCHEMA)?;
+            return Ok(Arc::new(Db { writer: Mutex::new(c), readers: Vec::new(), next_reader: AtomicUsize::new(0) }));
         };
-        Ok(SqliteStore { read, write })
+        let writer = Connection::open(file)?;
+        writer.pragma_update(None, "journal_mode", "WAL")?;
+        configure(&writer, true)?;
+        {
+            let tx = rusqlite::Transaction::new_unchecked(&writer, TransactionBehavior::Immediate)?;
+            tx.execute_batch(SCHEMA)?;
+            tx.commit()?;
+        }
+        let open_reader = || -> Result<Mutex<Connection>, StoreError> {
+            let c = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
+            configure(&c, false)?;
+            Ok(Mutex::new(c))
+        };
+        let readers = (0..READERS).map(|_| open_reader()).collect::<Result<Vec<_>, _>>()?;
+        let checkpointer = Connection::open(file)?;
+        configure(&checkpointer, false)?;
+        let db = Arc::new(Db { writer: Mutex::new(writer), readers, next_reader: AtomicUsize::new(0) });
+        spawn_checkpointer(Arc::downgrade(&db), checkpointer);
+        Ok(db)
+    }
+
+    /// Runs `f` on tokio's blocking pool with the writer (whole definitions: milliseconds).
+    async fn write_blocking<T: Send + 'static>(&self, f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static) -> Result<T, StoreError> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || f(&mut db.writer())).await.map_err(|e| StoreError::Blocking(e.to_string()))?
+    }
+
+    async fn read_blocking<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static) -> Result<T, StoreError> {
+        let db = self.db.clone();
+        tokio::task::spawn_blocking(move || f(&db.reader())).await.map_err(|e| StoreError::Blocking(e.to_string()))?
     }
 
     /// Is the store reachable?
     pub async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1").execute(&self.read).await?;
+        self.db.reader().query_row("SELECT 1", [], |_| Ok(()))?;
         Ok(())
     }
 
@@ -85,188 +164,146 @@ impl SqliteStore {
         make_default: bool,
         now: i64,
     ) -> Result<(VersionRecord, bool), StoreError> {
-        let mut tx = self.write.begin_with("BEGIN IMMEDIATE").await?;
-        let agent = sqlx::query("SELECT default_version, latest_version FROM agents WHERE tenant = ? AND agent_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let (default, latest) = match &agent {
-            Some(r) => (r.get::<i64, _>(0) as u32, r.get::<i64, _>(1) as u32),
-            None => (0, 0),
-        };
-        if latest > 0 {
-            let row = sqlx::query("SELECT definition, create_time FROM agent_versions WHERE tenant = ? AND agent_id = ? AND version = ?")
-                .bind(tenant)
-                .bind(agent_id)
-                .bind(latest as i64)
-                .fetch_one(&mut *tx)
-                .await?;
-            let existing: String = row.get(0);
-            if existing == definition {
-                let mut is_default = default == latest;
-                if make_default && !is_default {
-                    set_default_tx(&mut tx, tenant, agent_id, latest, now).await?;
-                    is_default = true;
+        let (tenant, agent_id, definition) = (tenant.to_string(), agent_id.to_string(), definition.to_string());
+        self.write_blocking(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let agent: Option<(i64, i64)> = tx
+                .query_row("SELECT default_version, latest_version FROM agents WHERE tenant = ? AND agent_id = ?", params![tenant, agent_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?))
+                })
+                .optional()?;
+            let (default, latest) = agent.map(|(d, l)| (d as u32, l as u32)).unwrap_or((0, 0));
+            if latest > 0 {
+                let (existing, create_time): (String, i64) = tx.query_row(
+                    "SELECT definition, create_time FROM agent_versions WHERE tenant = ? AND agent_id = ? AND version = ?",
+                    params![tenant, agent_id, latest],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )?;
+                if existing == definition {
+                    let mut is_default = default == latest;
+                    if make_default && !is_default {
+                        set_default_tx(&tx, &tenant, &agent_id, latest, now)?;
+                        is_default = true;
+                    }
+                    tx.commit()?;
+                    let rec = VersionRecord { agent_id, version: latest, is_default, definition: existing, create_time };
+                    return Ok((rec, false));
                 }
-                tx.commit().await?;
-                let rec = VersionRecord {
-                    agent_id: agent_id.into(),
-                    version: latest,
-                    is_default,
-                    definition: existing,
-                    create_time: row.get(1),
-                };
-                return Ok((rec, false));
             }
-        }
-        let version = latest + 1;
-        sqlx::query("INSERT INTO agent_versions (tenant, agent_id, version, definition, create_time) VALUES (?, ?, ?, ?, ?)")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(version as i64)
-            .bind(definition)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        let is_default = make_default || latest == 0;
-        let new_default = if is_default { version } else { default };
-        if agent.is_some() {
-            sqlx::query("UPDATE agents SET default_version = ?, latest_version = ?, update_time = ? WHERE tenant = ? AND agent_id = ?")
-                .bind(new_default as i64)
-                .bind(version as i64)
-                .bind(now)
-                .bind(tenant)
-                .bind(agent_id)
-                .execute(&mut *tx)
-                .await?;
-        } else {
-            sqlx::query("INSERT INTO agents (tenant, agent_id, default_version, latest_version, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?)")
-                .bind(tenant)
-                .bind(agent_id)
-                .bind(new_default as i64)
-                .bind(version as i64)
-                .bind(now)
-                .bind(now)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        let rec = VersionRecord {
-            agent_id: agent_id.into(),
-            version,
-            is_default,
-            definition: definition.into(),
-            create_time: now,
-        };
-        Ok((rec, true))
+            let version = latest + 1;
+            tx.execute(
+                "INSERT INTO agent_versions (tenant, agent_id, version, definition, create_time) VALUES (?, ?, ?, ?, ?)",
+                params![tenant, agent_id, version, definition, now],
+            )?;
+            let is_default = make_default || latest == 0;
+            let new_default = if is_default { version } else { default };
+            if agent.is_some() {
+                tx.execute(
+                    "UPDATE agents SET default_version = ?, latest_version = ?, update_time = ? WHERE tenant = ? AND agent_id = ?",
+                    params![new_default, version, now, tenant, agent_id],
+                )?;
+            } else {
+                tx.execute(
+                    "INSERT INTO agents (tenant, agent_id, default_version, latest_version, create_time, update_time) VALUES (?, ?, ?, ?, ?, ?)",
+                    params![tenant, agent_id, new_default, version, now, now],
+                )?;
+            }
+            tx.commit()?;
+            Ok((VersionRecord { agent_id, version, is_default, definition, create_time: now }, true))
+        })
+        .await
     }
 
     /// The version asked for (`None` = the default one).
     pub async fn get_version(&self, tenant: &str, agent_id: &str, version: Option<u32>) -> Result<Option<VersionRecord>, StoreError> {
-        let row = sqlx::query(
-            "SELECT v.version, v.definition, v.create_time, a.default_version FROM agents a \
-             JOIN agent_versions v ON v.tenant = a.tenant AND v.agent_id = a.agent_id \
-             WHERE a.tenant = ? AND a.agent_id = ? AND v.version = COALESCE(?, a.default_version)",
-        )
-        .bind(tenant)
-        .bind(agent_id)
-        .bind(version.map(|v| v as i64))
-        .fetch_optional(&self.read)
-        .await?;
-        Ok(row.map(|r| version_from_row(agent_id, &r)))
+        let (tenant, agent_id) = (tenant.to_string(), agent_id.to_string());
+        self.read_blocking(move |c| {
+            Ok(c.query_row(
+                "SELECT v.version, v.definition, v.create_time, a.default_version FROM agents a \
+                 JOIN agent_versions v ON v.tenant = a.tenant AND v.agent_id = a.agent_id \
+                 WHERE a.tenant = ? AND a.agent_id = ? AND v.version = COALESCE(?, a.default_version)",
+                params![tenant, agent_id, version],
+                |r| version_from_row(&agent_id, r),
+            )
+            .optional()?)
+        })
+        .await
     }
 
     /// The default version number of an agent, if the agent exists.
     pub async fn default_version(&self, tenant: &str, agent_id: &str) -> Result<Option<u32>, StoreError> {
-        let row = sqlx::query("SELECT default_version FROM agents WHERE tenant = ? AND agent_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .fetch_optional(&self.read)
-            .await?;
-        Ok(row.map(|r| r.get::<i64, _>(0) as u32))
+        Ok(self
+            .db
+            .reader()
+            .prepare_cached("SELECT default_version FROM agents WHERE tenant = ? AND agent_id = ?")?
+            .query_row(params![tenant, agent_id], |r| r.get::<_, u32>(0))
+            .optional()?)
     }
 
     pub async fn list_agents(&self, tenant: &str, after: &str, limit: u32) -> Result<Vec<AgentRecord>, StoreError> {
-        let rows = sqlx::query(
+        let c = self.db.reader();
+        let mut stmt = c.prepare_cached(
             "SELECT agent_id, default_version, latest_version, create_time, update_time FROM agents \
              WHERE tenant = ? AND agent_id > ? ORDER BY agent_id LIMIT ?",
-        )
-        .bind(tenant)
-        .bind(after)
-        .bind(limit as i64)
-        .fetch_all(&self.read)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| AgentRecord {
-                agent_id: r.get(0),
-                default_version: r.get::<i64, _>(1) as u32,
-                latest_version: r.get::<i64, _>(2) as u32,
-                create_time: r.get(3),
-                update_time: r.get(4),
-            })
-            .collect())
+        )?;
+        let rows = stmt.query_map(params![tenant, after, limit], |r| {
+            Ok(AgentRecord { agent_id: r.get(0)?, default_version: r.get(1)?, latest_version: r.get(2)?, create_time: r.get(3)?, update_time: r.get(4)? })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Versions after `after`, ascending; `None` if the agent does not exist.
     pub async fn list_versions(&self, tenant: &str, agent_id: &str, after: u32, limit: u32) -> Result<Option<Vec<VersionRecord>>, StoreError> {
-        if self.default_version(tenant, agent_id).await?.is_none() {
-            return Ok(None);
-        }
-        let rows = sqlx::query(
-            "SELECT v.version, v.definition, v.create_time, a.default_version FROM agent_versions v \
-             JOIN agents a ON v.tenant = a.tenant AND v.agent_id = a.agent_id \
-             WHERE v.tenant = ? AND v.agent_id = ? AND v.version > ? ORDER BY v.version LIMIT ?",
-        )
-        .bind(tenant)
-        .bind(agent_id)
-        .bind(after as i64)
-        .bind(limit as i64)
-        .fetch_all(&self.read)
-        .await?;
-        Ok(Some(rows.iter().map(|r| version_from_row(agent_id, r)).collect()))
+        let (tenant, agent_id) = (tenant.to_string(), agent_id.to_string());
+        self.read_blocking(move |c| {
+            let exists = c.query_row("SELECT 1 FROM agents WHERE tenant = ? AND agent_id = ?", params![tenant, agent_id], |_| Ok(())).optional()?;
+            if exists.is_none() {
+                return Ok(None);
+            }
+            let mut stmt = c.prepare(
+                "SELECT v.version, v.definition, v.create_time, a.default_version FROM agent_versions v \
+                 JOIN agents a ON v.tenant = a.tenant AND v.agent_id = a.agent_id \
+                 WHERE v.tenant = ? AND v.agent_id = ? AND v.version > ? ORDER BY v.version LIMIT ?",
+            )?;
+            let rows = stmt.query_map(params![tenant, agent_id, after, limit], |r| version_from_row(&agent_id, r))?;
+            Ok(Some(rows.collect::<Result<_, _>>()?))
+        })
+        .await
     }
 
     /// Moves the default pointer; `None` if the agent or version does not exist.
     pub async fn set_default(&self, tenant: &str, agent_id: &str, version: u32, now: i64) -> Result<Option<VersionRecord>, StoreError> {
-        let mut tx = self.write.begin_with("BEGIN IMMEDIATE").await?;
-        let row = sqlx::query("SELECT definition, create_time FROM agent_versions WHERE tenant = ? AND agent_id = ? AND version = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(version as i64)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let Some(row) = row else { return Ok(None) };
-        set_default_tx(&mut tx, tenant, agent_id, version, now).await?;
-        tx.commit().await?;
-        Ok(Some(VersionRecord {
-            agent_id: agent_id.into(),
-            version,
-            is_default: true,
-            definition: row.get(0),
-            create_time: row.get(1),
-        }))
+        let (tenant, agent_id) = (tenant.to_string(), agent_id.to_string());
+        self.write_blocking(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let row: Option<(String, i64)> = tx
+                .query_row(
+                    "SELECT definition, create_time FROM agent_versions WHERE tenant = ? AND agent_id = ? AND version = ?",
+                    params![tenant, agent_id, version],
+                    |r| Ok((r.get(0)?, r.get(1)?)),
+                )
+                .optional()?;
+            let Some((definition, create_time)) = row else { return Ok(None) };
+            set_default_tx(&tx, &tenant, &agent_id, version, now)?;
+            tx.commit()?;
+            Ok(Some(VersionRecord { agent_id, version, is_default: true, definition, create_time }))
+        })
+        .await
     }
 
     /// Deletes an agent, its versions and runs; false if it did not exist.
     pub async fn delete_agent(&self, tenant: &str, agent_id: &str) -> Result<bool, StoreError> {
-        let mut tx = self.write.begin_with("BEGIN IMMEDIATE").await?;
-        let n = sqlx::query("DELETE FROM agents WHERE tenant = ? AND agent_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        for table in ["agent_versions", "runs", "tool_usage"] {
-            sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table} WHERE tenant = ? AND agent_id = ?")))
-                .bind(tenant)
-                .bind(agent_id)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(n > 0)
+        let (tenant, agent_id) = (tenant.to_string(), agent_id.to_string());
+        self.write_blocking(move |c| {
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let n = tx.execute("DELETE FROM agents WHERE tenant = ? AND agent_id = ?", params![tenant, agent_id])?;
+            for table in ["agent_versions", "runs", "tool_usage"] {
+                tx.execute(&format!("DELETE FROM {table} WHERE tenant = ? AND agent_id = ?"), params![tenant, agent_id])?;
+            }
+            tx.commit()?;
+            Ok(n > 0)
+        })
+        .await
     }
 
     // ----- runs -----
@@ -274,246 +311,153 @@ impl SqliteStore {
     /// The version a run is pinned to, pinning `version` if the run is new or expired
     /// (idle since before `expired_before`).
     pub async fn pin_run(&self, tenant: &str, agent_id: &str, run_id: &str, version: u32, now: i64, expired_before: i64) -> Result<u32, StoreError> {
-        let row = sqlx::query(
-            "INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES (?, ?, ?, ?, ?) \
-             ON CONFLICT (tenant, agent_id, run_id) DO UPDATE SET \
-             version = CASE WHEN runs.last_seen < ? THEN excluded.version ELSE runs.version END, \
-             last_seen = excluded.last_seen \
-             RETURNING version",
-        )
-        .bind(tenant)
-        .bind(agent_id)
-        .bind(run_id)
-        .bind(version as i64)
-        .bind(now)
-        .bind(expired_before)
-        .fetch_one(&self.write)
-        .await?;
-        Ok(row.get::<i64, _>(0) as u32)
+        Ok(self
+            .db
+            .writer()
+            .prepare_cached(
+                "INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES (?, ?, ?, ?, ?) \
+                 ON CONFLICT (tenant, agent_id, run_id) DO UPDATE SET \
+                 version = CASE WHEN runs.last_seen < ? THEN excluded.version ELSE runs.version END, \
+                 last_seen = excluded.last_seen \
+                 RETURNING version",
+            )?
+            .query_row(params![tenant, agent_id, run_id, version, now, expired_before], |r| r.get(0))?)
     }
 
     /// The version a live run is pinned to.
     pub async fn run_version(&self, tenant: &str, agent_id: &str, run_id: &str, expired_before: i64) -> Result<Option<u32>, StoreError> {
-        let row = sqlx::query("SELECT version FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ? AND last_seen >= ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(expired_before)
-            .fetch_optional(&self.read)
-            .await?;
-        Ok(row.map(|r| r.get::<i64, _>(0) as u32))
+        Ok(self
+            .db
+            .reader()
+            .prepare_cached("SELECT version FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ? AND last_seen >= ?")?
+            .query_row(params![tenant, agent_id, run_id, expired_before], |r| r.get(0))
+            .optional()?)
     }
 
     /// Live runs of a tenant (all agents): not ended, seen since `expired_before`.
     pub async fn count_live_runs(&self, tenant: &str, expired_before: i64) -> Result<u64, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) FROM runs WHERE tenant = ? AND last_seen >= ?")
-            .bind(tenant)
-            .bind(expired_before)
-            .fetch_one(&self.read)
-            .await?;
-        Ok(row.get::<i64, _>(0) as u64)
+        Ok(self
+            .db
+            .reader()
+            .prepare_cached("SELECT COUNT(*) FROM runs WHERE tenant = ? AND last_seen >= ?")?
+            .query_row(params![tenant, expired_before], |r| r.get::<_, i64>(0))? as u64)
     }
 
     pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
-        let n = sqlx::query("DELETE FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .execute(&self.write)
-            .await?
-            .rows_affected();
+        let n = self
+            .db
+            .writer()
+            .prepare_cached("DELETE FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ?")?
+            .execute(params![tenant, agent_id, run_id])?;
         Ok(n > 0)
     }
 
     /// Forgets runs idle since before `expired_before`; returns how many.
     pub async fn expire_runs(&self, expired_before: i64) -> Result<u64, StoreError> {
-        Ok(sqlx::query("DELETE FROM runs WHERE last_seen < ?").bind(expired_before).execute(&self.write).await?.rows_affected())
+        Ok(self.db.writer().execute("DELETE FROM runs WHERE last_seen < ?", params![expired_before])? as u64)
     }
 
     // ----- tool-call idempotency -----
 
-    /// Claims (agent, run, tool_call_id) for execution, or reports who has it.
+    /// Claims (agent, run, tool_call_id) for execution, or reports who has it. One writer
+    /// statement: either this insert made the row (the caller executes) or the row is read
+    /// under the same lock, so a concurrent release cannot slip in between.
     pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
-        // A claim released between our insert and our read is claimed again, never assumed:
-        // only the caller whose insert succeeded may execute.
-        for _ in 0..3 {
-            let inserted = sqlx::query("INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING")
-                .bind(tenant)
-                .bind(agent_id)
-                .bind(run_id)
-                .bind(call_id)
-                .bind(now)
-                .execute(&self.write)
-                .await?
-                .rows_affected();
-            if inserted == 1 {
-                return Ok(Claim::New);
-            }
-            if let Some(claim) = self.call_state(tenant, agent_id, run_id, call_id).await? {
-                return Ok(claim);
-            }
+        let c = self.db.writer();
+        let inserted = c
+            .prepare_cached(
+                "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![tenant, agent_id, run_id, call_id, now])?;
+        if inserted == 1 {
+            return Ok(Claim::New);
         }
-        // Still racing with releases: report it as running so the caller waits and asks again.
-        Ok(Claim::Running { since: now })
+        Ok(call_state_on(&c, tenant, agent_id, run_id, call_id)?.unwrap_or(Claim::Running { since: now }))
     }
 
     pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
-        let row = sqlx::query("SELECT outcome, update_time FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(call_id)
-            .fetch_optional(&self.read)
-            .await?;
-        Ok(row.map(|r| match r.get::<Option<String>, _>(0) {
-            Some(o) => Claim::Done(o),
-            None => Claim::Running { since: r.get(1) },
-        }))
+        call_state_on(&self.db.reader(), tenant, agent_id, run_id, call_id)
     }
 
     /// Stores the outcome of a claimed call (only once).
     pub async fn finish_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, outcome: &str, now: i64) -> Result<(), StoreError> {
-        sqlx::query("UPDATE tool_calls SET outcome = ?, update_time = ? WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL")
-            .bind(outcome)
-            .bind(now)
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(call_id)
-            .execute(&self.write)
-            .await?;
-        Ok(())
-    }
-
-    /// Claims many calls at once; returns the keys it inserted (a key twice in `rows` is
-    /// inserted once).
-    pub(super) async fn insert_claims(&self, rows: &[(&CallKey, i64)]) -> Result<Vec<CallKey>, StoreError> {
-        let values = vec!["(?, ?, ?, ?, NULL, ?)"; rows.len()].join(", ");
-        let sql = format!(
-            "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES {values} \
-             ON CONFLICT DO NOTHING RETURNING tenant, agent_id, run_id, tool_call_id"
-        );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (k, now) in rows {
-            q = q.bind(&k.tenant).bind(&k.agent_id).bind(&k.run_id).bind(&k.call_id).bind(*now);
-        }
-        let inserted = q.fetch_all(&self.write).await?;
-        Ok(inserted.iter().map(|r| CallKey { tenant: r.get(0), agent_id: r.get(1), run_id: r.get(2), call_id: r.get(3) }).collect())
-    }
-
-    /// Stores the outcomes of many claimed calls (each only once, distinct keys).
-    pub(super) async fn finish_calls(&self, rows: &[(&CallKey, &str, i64)]) -> Result<(), StoreError> {
-        let values = vec!["(?, ?, ?, ?, ?, ?)"; rows.len()].join(", ");
-        let sql = format!(
-            "WITH v (tenant, agent_id, run_id, tool_call_id, outcome, update_time) AS (VALUES {values}) \
-             UPDATE tool_calls SET outcome = v.outcome, update_time = v.update_time FROM v \
-             WHERE tool_calls.tenant = v.tenant AND tool_calls.agent_id = v.agent_id AND tool_calls.run_id = v.run_id \
-             AND tool_calls.tool_call_id = v.tool_call_id AND tool_calls.outcome IS NULL"
-        );
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (k, outcome, now) in rows {
-            q = q.bind(&k.tenant).bind(&k.agent_id).bind(&k.run_id).bind(&k.call_id).bind(*outcome).bind(*now);
-        }
-        q.execute(&self.write).await?;
+        self.db
+            .writer()
+            .prepare_cached(
+                "UPDATE tool_calls SET outcome = ?, update_time = ? WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL",
+            )?
+            .execute(params![outcome, now, tenant, agent_id, run_id, call_id])?;
         Ok(())
     }
 
     /// Drops an unfinished claim, so the call can run again.
     pub async fn release_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(call_id)
-            .execute(&self.write)
-            .await?;
+        self.db
+            .writer()
+            .prepare_cached("DELETE FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL")?
+            .execute(params![tenant, agent_id, run_id, call_id])?;
         Ok(())
     }
 
     // ----- deferred records -----
 
     pub async fn insert_deferred(&self, tenant: &str, row: &DeferredRow) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO deferred (tenant, deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
-            .bind(tenant)
-            .bind(&row.deferred_id)
-            .bind(&row.agent_id)
-            .bind(row.version as i64)
-            .bind(&row.run_id)
-            .bind(&row.state)
-            .bind(&row.record)
-            .bind(&row.resolution)
-            .bind(&row.result)
-            .bind(row.create_time)
-            .bind(row.resolve_time)
-            .execute(&self.write)
-            .await?;
+        self.db
+            .writer()
+            .prepare_cached(
+                "INSERT INTO deferred (tenant, deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )?
+            .execute(params![
+                tenant,
+                row.deferred_id,
+                row.agent_id,
+                row.version,
+                row.run_id,
+                row.state,
+                row.record,
+                row.resolution,
+                row.result,
+                row.create_time,
+                row.resolve_time
+            ])?;
         Ok(())
     }
 
     pub async fn get_deferred(&self, tenant: &str, id: &str) -> Result<Option<DeferredRow>, StoreError> {
-        let row = sqlx::query(sqlx::AssertSqlSafe(format!("{DEFERRED_SELECT} WHERE tenant = ? AND deferred_id = ?")))
-            .bind(tenant)
-            .bind(id)
-            .fetch_optional(&self.read)
-            .await?;
-        Ok(row.as_ref().map(deferred_from_row))
+        get_deferred_on(&self.db.reader(), tenant, id)
     }
 
     /// Moves a pending record to `state` with `resolution`, only if it is still pending.
     pub async fn transition_deferred(&self, tenant: &str, id: &str, state: &str, resolution: &str, now: i64) -> Result<Transition, StoreError> {
-        let n = sqlx::query("UPDATE deferred SET state = ?, resolution = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'pending'")
-            .bind(state)
-            .bind(resolution)
-            .bind(now)
-            .bind(tenant)
-            .bind(id)
-            .execute(&self.write)
-            .await?
-            .rows_affected();
-        if n == 1 {
-            return Ok(Transition::Moved);
-        }
-        Ok(match self.get_deferred(tenant, id).await? {
-            Some(row) => Transition::Already(row),
-            None => Transition::Missing,
-        })
+        let c = self.db.writer();
+        let n = c
+            .prepare_cached("UPDATE deferred SET state = ?, resolution = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'pending'")?
+            .execute(params![state, resolution, now, tenant, id])?;
+        moved_or_row(&c, n, tenant, id)
     }
 
-    /// Records the result of a resolution and marks the record resolved.
+    /// Records the result of a resolution and marks the record resolved, if it is still
+    /// executing (the first result wins); returns whether it did.
     pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<bool, StoreError> {
-        let n = sqlx::query(
-            "UPDATE deferred SET state = 'resolved', result = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'executing'",
-        )
-        .bind(result)
-        .bind(now)
-        .bind(tenant)
-        .bind(id)
-        .execute(&self.write)
-        .await?
-        .rows_affected();
+        let n = self
+            .db
+            .writer()
+            .prepare_cached("UPDATE deferred SET state = 'resolved', result = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'executing'")?
+            .execute(params![result, now, tenant, id])?;
         Ok(n == 1)
     }
 
     /// Hands a pending record to the client: its record (now a client execution) and the
     /// approval that did it are stored, the state stays pending. Only once.
     pub async fn hand_to_client(&self, tenant: &str, id: &str, record: &str, resolution: &str) -> Result<Transition, StoreError> {
-        let n = sqlx::query(
-            "UPDATE deferred SET record = ?, resolution = ? WHERE tenant = ? AND deferred_id = ? AND state = 'pending' AND resolution IS NULL",
-        )
-        .bind(record)
-        .bind(resolution)
-        .bind(tenant)
-        .bind(id)
-        .execute(&self.write)
-        .await?
-        .rows_affected();
-        if n == 1 {
-            return Ok(Transition::Moved);
-        }
-        Ok(match self.get_deferred(tenant, id).await? {
-            Some(row) => Transition::Already(row),
-            None => Transition::Missing,
-        })
+        let c = self.db.writer();
+        let n = c
+            .prepare_cached(
+                "UPDATE deferred SET record = ?, resolution = ? WHERE tenant = ? AND deferred_id = ? AND state = 'pending' AND resolution IS NULL",
+            )?
+            .execute(params![record, resolution, tenant, id])?;
+        moved_or_row(&c, n, tenant, id)
     }
 
     /// Records of an agent (and run / state), oldest first, after the `(create_time, id)`
@@ -527,113 +471,123 @@ impl SqliteStore {
         after: (i64, &str),
         limit: u32,
     ) -> Result<Vec<DeferredRow>, StoreError> {
-        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
-            "{DEFERRED_SELECT} WHERE tenant = ? AND agent_id = ? AND (? IS NULL OR run_id = ?) \
-             AND (? IS NULL OR state = ?) \
-             AND (create_time > ? OR (create_time = ? AND deferred_id > ?)) \
-             ORDER BY create_time, deferred_id LIMIT ?"
-        )))
-        .bind(tenant)
-        .bind(agent_id)
-        .bind(run_id)
-        .bind(run_id)
-        .bind(state)
-        .bind(state)
-        .bind(after.0)
-        .bind(after.0)
-        .bind(after.1)
-        .bind(limit as i64)
-        .fetch_all(&self.read)
-        .await?;
-        Ok(rows.iter().map(deferred_from_row).collect())
+        let c = self.db.reader();
+        let mut stmt = c.prepare_cached(&format!(
+            "{DEFERRED_SELECT} WHERE tenant = ?1 AND agent_id = ?2 AND (?3 IS NULL OR run_id = ?3) \
+             AND (?4 IS NULL OR state = ?4) \
+             AND (create_time > ?5 OR (create_time = ?5 AND deferred_id > ?6)) \
+             ORDER BY create_time, deferred_id LIMIT ?7"
+        ))?;
+        let rows = stmt.query_map(params![tenant, agent_id, run_id, state, after.0, after.1, limit], deferred_from_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
     }
 
     /// Number of pending deferred records (all tenants), for metrics.
     pub async fn count_pending(&self) -> Result<u64, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) FROM deferred WHERE state = 'pending'").fetch_one(&self.read).await?;
-        Ok(row.get::<i64, _>(0) as u64)
+        Ok(self.db.reader().prepare_cached("SELECT COUNT(*) FROM deferred WHERE state = 'pending'")?.query_row([], |r| r.get::<_, i64>(0))? as u64)
     }
 
     // ----- auto-pin usage -----
 
     /// Adds one successful call to a decayed count (`half_life_ms`).
     pub async fn record_use(&self, tenant: &str, agent_id: &str, user: &str, tool: &str, now: i64, half_life_ms: i64) -> Result<(), StoreError> {
-        let mut tx = self.write.begin_with("BEGIN IMMEDIATE").await?;
-        let row = sqlx::query("SELECT score, last_update FROM tool_usage WHERE tenant = ? AND agent_id = ? AND user_id = ? AND tool_name = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(user)
-            .bind(tool)
-            .fetch_optional(&mut *tx)
-            .await?;
-        let score = match row {
-            Some(r) => decay(r.get(0), r.get(1), now, half_life_ms) + 1.0,
-            None => 1.0,
-        };
-        sqlx::query("INSERT INTO tool_usage (tenant, agent_id, user_id, tool_name, score, last_update) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE SET score = excluded.score, last_update = excluded.last_update")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(user)
-            .bind(tool)
-            .bind(score)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
+        let mut c = self.db.writer();
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let previous: Option<(f64, i64)> = tx
+            .prepare_cached("SELECT score, last_update FROM tool_usage WHERE tenant = ? AND agent_id = ? AND user_id = ? AND tool_name = ?")?
+            .query_row(params![tenant, agent_id, user, tool], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let score = previous.map_or(1.0, |(s, then)| decay(s, then, now, half_life_ms) + 1.0);
+        tx.prepare_cached(
+            "INSERT INTO tool_usage (tenant, agent_id, user_id, tool_name, score, last_update) VALUES (?, ?, ?, ?, ?, ?) \
+             ON CONFLICT DO UPDATE SET score = excluded.score, last_update = excluded.last_update",
+        )?
+        .execute(params![tenant, agent_id, user, tool, score, now])?;
+        tx.commit()?;
         Ok(())
     }
 
     /// Decayed counts of a user's tools at `now`, highest first.
     pub async fn usage(&self, tenant: &str, agent_id: &str, user: &str, now: i64, half_life_ms: i64) -> Result<Vec<(String, f64)>, StoreError> {
-        let rows = sqlx::query("SELECT tool_name, score, last_update FROM tool_usage WHERE tenant = ? AND agent_id = ? AND user_id = ?")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(user)
-            .fetch_all(&self.read)
-            .await?;
-        let mut out: Vec<(String, f64)> =
-            rows.iter().map(|r| (r.get::<String, _>(0), decay(r.get(1), r.get(2), now, half_life_ms))).collect();
+        let c = self.db.reader();
+        let mut stmt = c.prepare_cached("SELECT tool_name, score, last_update FROM tool_usage WHERE tenant = ? AND agent_id = ? AND user_id = ?")?;
+        let rows = stmt.query_map(params![tenant, agent_id, user], |r| Ok((r.get::<_, String>(0)?, decay(r.get(1)?, r.get(2)?, now, half_life_ms))))?;
+        let mut out: Vec<(String, f64)> = rows.collect::<Result<_, _>>()?;
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         Ok(out)
     }
 }
 
+/// Checkpoints the WAL every [`CHECKPOINT_EVERY`] on its own connection (`PASSIVE`: it never
+/// waits for, nor blocks, readers and the writer) until the database is dropped.
+fn spawn_checkpointer(db: Weak<Db>, conn: Connection) {
+    let spawned = std::thread::Builder::new().name("sqlite-checkpoint".into()).spawn(move || {
+        loop {
+            std::thread::sleep(CHECKPOINT_EVERY);
+            if db.strong_count() == 0 {
+                break;
+            }
+            if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+                tracing::warn!(error = %e, "WAL checkpoint failed");
+            }
+        }
+    });
+    if let Err(e) = spawned {
+        // The writer's own automatic checkpoints still bound the WAL.
+        tracing::warn!(error = %e, "no background WAL checkpoints");
+    }
+}
+
+fn call_state_on(c: &Connection, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
+    Ok(c
+        .prepare_cached("SELECT outcome, update_time FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ?")?
+        .query_row(params![tenant, agent_id, run_id, call_id], |r| {
+            Ok(match r.get::<_, Option<String>>(0)? {
+                Some(o) => Claim::Done(o),
+                None => Claim::Running { since: r.get(1)? },
+            })
+        })
+        .optional()?)
+}
+
 const DEFERRED_SELECT: &str = "SELECT deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time FROM deferred";
 
-fn deferred_from_row(r: &sqlx::sqlite::SqliteRow) -> DeferredRow {
-    DeferredRow {
-        deferred_id: r.get(0),
-        agent_id: r.get(1),
-        version: r.get::<i64, _>(2) as u32,
-        run_id: r.get(3),
-        state: r.get(4),
-        record: r.get(5),
-        resolution: r.get(6),
-        result: r.get(7),
-        create_time: r.get(8),
-        resolve_time: r.get(9),
-    }
+fn get_deferred_on(c: &Connection, tenant: &str, id: &str) -> Result<Option<DeferredRow>, StoreError> {
+    Ok(c.prepare_cached(&format!("{DEFERRED_SELECT} WHERE tenant = ? AND deferred_id = ?"))?.query_row(params![tenant, id], deferred_from_row).optional()?)
 }
 
-fn version_from_row(agent_id: &str, r: &sqlx::sqlite::SqliteRow) -> VersionRecord {
-    let version = r.get::<i64, _>(0) as u32;
-    VersionRecord {
-        agent_id: agent_id.into(),
-        version,
-        is_default: r.get::<i64, _>(3) as u32 == version,
-        definition: r.get(1),
-        create_time: r.get(2),
+/// After a conditional update of a deferred record: moved, or the row as it is.
+fn moved_or_row(c: &Connection, updated: usize, tenant: &str, id: &str) -> Result<Transition, StoreError> {
+    if updated == 1 {
+        return Ok(Transition::Moved);
     }
+    Ok(match get_deferred_on(c, tenant, id)? {
+        Some(row) => Transition::Already(row),
+        None => Transition::Missing,
+    })
 }
 
-async fn set_default_tx(tx: &mut sqlx::Transaction<'static, sqlx::Sqlite>, tenant: &str, agent_id: &str, version: u32, now: i64) -> Result<(), StoreError> {
-    sqlx::query("UPDATE agents SET default_version = ?, update_time = ? WHERE tenant = ? AND agent_id = ?")
-        .bind(version as i64)
-        .bind(now)
-        .bind(tenant)
-        .bind(agent_id)
-        .execute(&mut **tx)
-        .await?;
+fn deferred_from_row(r: &Row<'_>) -> rusqlite::Result<DeferredRow> {
+    Ok(DeferredRow {
+        deferred_id: r.get(0)?,
+        agent_id: r.get(1)?,
+        version: r.get(2)?,
+        run_id: r.get(3)?,
+        state: r.get(4)?,
+        record: r.get(5)?,
+        resolution: r.get(6)?,
+        result: r.get(7)?,
+        create_time: r.get(8)?,
+        resolve_time: r.get(9)?,
+    })
+}
+
+fn version_from_row(agent_id: &str, r: &Row<'_>) -> rusqlite::Result<VersionRecord> {
+    let version: u32 = r.get(0)?;
+    Ok(VersionRecord { agent_id: agent_id.into(), version, is_default: r.get::<_, u32>(3)? == version, definition: r.get(1)?, create_time: r.get(2)? })
+}
+
+fn set_default_tx(tx: &rusqlite::Transaction<'_>, tenant: &str, agent_id: &str, version: u32, now: i64) -> rusqlite::Result<()> {
+    tx.execute("UPDATE agents SET default_version = ?, update_time = ? WHERE tenant = ? AND agent_id = ?", params![version, now, tenant, agent_id])?;
     Ok(())
 }
-

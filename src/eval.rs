@@ -655,6 +655,7 @@ fn selected<'a>(set: &'a DataSet, opts: &EvalOptions) -> Vec<&'a EvalQuery> {
 }
 
 /// A built ranker: top-k doc numbers for a query over the whole catalog.
+#[allow(clippy::large_enum_variant)] // one per ranker per run, never moved in a loop
 enum Built {
     Keyword(KeywordIndex),
     Natural(Box<NaturalIndex>),

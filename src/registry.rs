@@ -391,7 +391,7 @@ pub fn encode_token(key: &str) -> String {
 
 pub fn decode_token(token: &str, field: &str) -> Result<String> {
     let bad = || Error::InvalidArgument(vec![FieldViolation::new(field, "not a token from this API")]);
-    if token.len() % 2 != 0 {
+    if !token.len().is_multiple_of(2) {
         return Err(bad());
     }
     let bytes: Option<Vec<u8>> =

@@ -129,18 +129,16 @@ impl Catalog {
             let from_listing = listed.get(&source.id);
             let decls = from_listing.map(|v| v.as_slice()).unwrap_or(source.kind.declared_tools());
             for decl in decls {
-                if let SourceKind::Mcp(m) = &source.kind {
-                    if !m.allowed_tools.is_empty() && !m.allowed_tools.contains(&decl.name) {
+                if let SourceKind::Mcp(m) = &source.kind
+                    && !m.allowed_tools.is_empty() && !m.allowed_tools.contains(&decl.name) {
                         continue;
                     }
-                }
                 // Listed tools were not validated at create time: check them here.
-                if from_listing.is_some() {
-                    if let Some(p) = tool_name_problem(&decl.name) {
+                if from_listing.is_some()
+                    && let Some(p) = tool_name_problem(&decl.name) {
                         diagnostics.push(format!("source {:?}: tool {:?} skipped: {p}", source.id, decl.name));
                         continue;
                     }
-                }
                 let input_schema = match schema::parse(&decl.input_schema) {
                     Ok(s) => s,
                     Err(e) => {

@@ -131,11 +131,10 @@ fn check_tool(tool: &ToolDeclaration, path: &str, v: &mut Violations) {
         Ok(()) => {}
         Err(e) => v.add(format!("{path}.input_schema_json"), e),
     }
-    if !tool.output_schema.trim().is_empty() {
-        if let Err(e) = schema::parse(&tool.output_schema).and_then(|s| schema::check(&s)) {
+    if !tool.output_schema.trim().is_empty()
+        && let Err(e) = schema::parse(&tool.output_schema).and_then(|s| schema::check(&s)) {
             v.add(format!("{path}.output_schema_json"), e);
         }
-    }
 }
 
 /// Returns source index → group name.

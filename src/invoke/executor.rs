@@ -238,14 +238,13 @@ fn connect_failure(status: &tonic::Status) -> bool {
         if e.is::<tonic::ConnectError>() || e.is::<crate::outbound::ConnectError>() {
             return true;
         }
-        if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            if matches!(
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && matches!(
                 io.kind(),
                 std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::AddrNotAvailable | std::io::ErrorKind::NotFound
             ) {
                 return true;
             }
-        }
         let text = e.to_string();
         if text.contains("tcp connect error") || text.contains("dns error") || text.contains("error trying to connect") {
             return true;

@@ -73,6 +73,7 @@ pub struct DeferredCall {
 }
 
 /// Exactly one of: a result for the model, or a deferred record for the host.
+#[allow(clippy::large_enum_variant)] // boxing the common result would cost an allocation per call
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {

@@ -321,11 +321,10 @@ impl Router {
         }
         let client = tool.kind == crate::catalog::ToolKind::Client;
         // Client tools keep external-tool semantics: the client validates.
-        if !client {
-            if let Err(result) = check_arguments(tool, &args) {
+        if !client
+            && let Err(result) = check_arguments(tool, &args) {
                 return Ok(Outcome::Result(result));
             }
-        }
         if tool.requires_approval || client {
             let target = self.target(catalog, i, &args);
             let kind = if tool.requires_approval { DeferredKind::Approval } else { DeferredKind::ClientExecution };

@@ -7,7 +7,8 @@
 //! executor, toolrouter (SQLite file store, then the in-memory store) and the clients.
 //! Knobs (environment): BENCH_LAT_CALLS (3000), BENCH_TP_CALLS (20000), BENCH_TASKS (64),
 //! BENCH_CHANNELS (4); for profiling one path, BENCH_STORES (file,memory) and BENCH_MODES
-//! (direct,once,anon,store).
+//! (direct,bare,once,anon,store). `bare` is a minimal tonic pass-through proxy: the cost of
+//! the extra hop that any gRPC proxy pays, measured in the same run.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -111,6 +112,37 @@ async fn spawn_echo(stop: CancellationToken) -> (SocketAddr, Echo) {
     (addr, echo)
 }
 
+/// The bare pass-through: forwards each `Execute` to the echo executor over one channel.
+#[derive(Clone)]
+struct PassThrough(Channel);
+
+#[tonic::async_trait]
+impl ToolExecutor for PassThrough {
+    async fn execute(&self, req: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
+        ToolExecutorClient::new(self.0.clone()).execute(req.into_inner()).await
+    }
+
+    async fn list_tools(&self, _req: Request<pb::ListToolsRequest>) -> Result<Response<pb::ListToolsResponse>, Status> {
+        Ok(Response::new(pb::ListToolsResponse { tools: Vec::new() }))
+    }
+}
+
+/// Starts the pass-through (on the current runtime) in front of the executor at `exec`.
+async fn spawn_pass_through(exec: SocketAddr, stop: CancellationToken) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind pass-through");
+    let addr = listener.local_addr().expect("pass-through address");
+    let upstream = Channel::from_shared(format!("http://{exec}")).expect("uri").tcp_nodelay(true).connect_lazy();
+    let svc = ToolExecutorServer::new(PassThrough(upstream));
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(svc)
+            .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)), stop.cancelled_owned())
+            .await
+            .expect("pass-through serves");
+    });
+    addr
+}
+
 // ----- clients -----
 
 async fn channels(addr: SocketAddr, n: usize) -> Vec<Channel> {
@@ -133,6 +165,9 @@ enum Mode {
     Anonymous,
     /// No gRPC at all: the store's claim + outcome writes of one call.
     StoreOnly,
+    /// A minimal tonic pass-through (`Execute` in, `Execute` out, nothing else) on toolrouter's
+    /// runtime: what the extra network hop alone costs, the floor for any gRPC proxy.
+    Bare,
 }
 
 impl Mode {
@@ -142,6 +177,7 @@ impl Mode {
             Mode::ExactlyOnce => "proxied, run + tool_call_id",
             Mode::Anonymous => "proxied, no run/tool_call_id",
             Mode::StoreOnly => "store only: claim + finish",
+            Mode::Bare => "bare gRPC pass-through proxy",
         }
     }
 }
@@ -153,7 +189,7 @@ fn call_tool_args() -> String {
 /// One call; panics on anything but the fixed result, so a broken path cannot look fast.
 async fn one_call(ch: &Channel, mode: Mode, run: &str, id: &str, call_args: &str) {
     match mode {
-        Mode::Direct => {
+        Mode::Direct | Mode::Bare => {
             let r = ToolExecutorClient::new(ch.clone())
                 .execute(pb::ExecuteRequest {
                     tool: "echo".into(),
@@ -389,10 +425,18 @@ async fn bench_store(
         .await
         .expect("create the bench definition");
     let direct = channels(exec, s.channels).await;
+    let stop_bare = CancellationToken::new();
+    let bare_addr = service.spawn(spawn_pass_through(exec, stop_bare.clone())).await.expect("pass-through starts");
+    let bare = channels(bare_addr, s.channels).await;
 
     let store_url = cfg_store.clone();
-    let modes: Vec<Mode> = [Mode::Direct, Mode::ExactlyOnce, Mode::Anonymous].into_iter().filter(|m| s.modes.contains(m)).collect();
-    let chans_of = |m: Mode| if m == Mode::Direct { &direct } else { &chans };
+    let modes: Vec<Mode> =
+        [Mode::Direct, Mode::Bare, Mode::ExactlyOnce, Mode::Anonymous].into_iter().filter(|m| s.modes.contains(m)).collect();
+    let chans_of = |m: Mode| match m {
+        Mode::Direct => &direct,
+        Mode::Bare => &bare,
+        _ => &chans,
+    };
     let before = echo.calls.load(Ordering::Relaxed);
     let lat = latencies(&modes.iter().map(|&m| (m, &chans_of(m)[0])).collect::<Vec<_>>(), store_label, s.lat_calls).await;
     let tp = throughputs(&modes.iter().map(|&m| (m, chans_of(m).as_slice())).collect::<Vec<_>>(), store_label, s.tp_calls, s.tasks).await;
@@ -411,6 +455,7 @@ async fn bench_store(
         assert_eq!(echo.calls.load(Ordering::Relaxed), before, "a duplicate tool_call_id executed again");
     }
     server.shutdown().await;
+    stop_bare.cancel();
     if s.modes.contains(&Mode::StoreOnly) {
         let store_url = store_url.clone();
         let (lat_calls, tp_calls, tasks) = (s.lat_calls, s.tp_calls, s.tasks);
@@ -429,10 +474,11 @@ fn main() {
         tp_calls: knob("BENCH_TP_CALLS", 20_000),
         tasks: knob("BENCH_TASKS", 64),
         channels: knob("BENCH_CHANNELS", 4),
-        modes: list("BENCH_MODES", "direct,once,anon,store")
+        modes: list("BENCH_MODES", "direct,bare,once,anon,store")
             .iter()
             .filter_map(|m| match m.as_str() {
                 "direct" => Some(Mode::Direct),
+                "bare" => Some(Mode::Bare),
                 "once" => Some(Mode::ExactlyOnce),
                 "anon" => Some(Mode::Anonymous),
                 "store" => Some(Mode::StoreOnly),
@@ -517,14 +563,18 @@ fn main() {
             if r.mode == Mode::ExactlyOnce {
                 // A replica's capacity: its cores over its own CPU time per call.
                 let capacity = r.tp.cpu_service.map(|c| cores as f64 * 1e6 / c.max(1.0));
-                verdicts.push((store, a50, r.tp.rate, capacity));
+                let over_bare = rows.iter().find(|b| b.store == store && b.mode == Mode::Bare).map(|b| r.lat.p50 - b.lat.p50);
+                verdicts.push((store, a50, over_bare, r.tp.rate, capacity));
             }
         }
     }
     println!();
     let ok = |b: bool| if b { "PASS" } else { "MISS" };
-    for (store, a50, rate, capacity) in verdicts {
+    for (store, a50, over_bare, rate, capacity) in verdicts {
         println!("budget ({store}, run + tool_call_id): added p50 {a50:.1} µs ≤ 150 µs: {}", ok(a50 <= 150.0));
+        if let Some(b) = over_bare {
+            println!("  of which beyond the bare pass-through's extra hop: {b:+.1} µs at p50");
+        }
         println!("  throughput measured here, sharing the cores with clients and executor: {rate:.0} proxied calls/s");
         if let Some(c) = capacity {
             println!(

@@ -231,16 +231,6 @@ impl Injector for MetadataInjector<'_> {
     }
 }
 
-/// `tokio::spawn`, keeping the current span as the task's parent.
-pub fn spawn_in_span<F>(fut: F) -> tokio::task::JoinHandle<F::Output>
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    use tracing::Instrument;
-    tokio::spawn(fut.instrument(tracing::Span::current()))
-}
-
 // ----- tool execution spans (OpenTelemetry GenAI semantic conventions) -----
 
 /// `gen_ai.tool.type` of a source: executors run functions; MCP tools are extensions.

@@ -3,6 +3,7 @@
 //! outcome per (agent, run, tool call id).
 
 use std::collections::HashMap;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -215,7 +216,7 @@ impl Router {
         // host's retry, which waits for it instead of finding an orphaned claim.
         let this = self.clone();
         let (tenant, agent_id, r, run, call) = (tenant.to_string(), agent_id.to_string(), r.clone(), run.clone(), call.clone());
-        let task = telemetry::spawn_in_span(async move {
+        let work = async move {
             let _unlist = Unlist { router: &this, key, rx };
             let store = this.registry.store();
             let outcome = this.route(&tenant, &agent_id, &r, &run, &call, &arguments).await;
@@ -229,8 +230,8 @@ impl Router {
             let _ = tx.send(outcome.as_ref().ok().cloned());
             stored?;
             outcome
-        });
-        task.await.map_err(|e| Error::Internal(format!("tool call task failed: {e}")))?
+        };
+        RunToEnd::new(work.instrument(tracing::Span::current())).await
     }
 
     /// Resolves the target of a non-control call and runs, defers or refuses it. A tool
@@ -541,8 +542,8 @@ impl Router {
         // cancelled, so a retry finds the stored result instead of a record stuck executing.
         let this = self.clone();
         let (tenant, id) = (tenant.to_string(), id.to_string());
-        let task = telemetry::spawn_in_span(async move { this.complete_resolution(&tenant, &id, resolution, record, target, arguments).await });
-        task.await.map_err(|e| Error::Internal(format!("resolution task failed: {e}")))?
+        let work = async move { this.complete_resolution(&tenant, &id, resolution, record, target, arguments).await };
+        RunToEnd::new(work.instrument(tracing::Span::current())).await
     }
 
     /// Approving an approval-gated client tool hands it to the client: the record becomes a
@@ -693,6 +694,36 @@ impl Router {
     pub async fn expire_runs(&self) -> Result<u64> {
         let before = self.now() - self.config.run_idle.as_millis() as i64;
         Ok(self.registry.store().expire_runs(before).await?)
+    }
+}
+
+/// Polls `F` in the caller's task (no hand-off to another task in the common case), and if the
+/// caller is dropped before `F` is done (the request was cancelled) spawns the rest, so the
+/// work still runs to its end and records its outcome.
+struct RunToEnd<F: Future<Output: Send + 'static> + Send + 'static>(Option<Pin<Box<F>>>);
+
+impl<F: Future<Output: Send + 'static> + Send + 'static> RunToEnd<F> {
+    fn new(work: F) -> Self {
+        Self(Some(Box::pin(work)))
+    }
+}
+
+impl<F: Future<Output: Send + 'static> + Send + 'static> Future for RunToEnd<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        let work = self.0.as_mut().expect("RunToEnd polled after it finished");
+        let out = std::task::ready!(work.as_mut().poll(cx));
+        self.0 = None;
+        std::task::Poll::Ready(out)
+    }
+}
+
+impl<F: Future<Output: Send + 'static> + Send + 'static> Drop for RunToEnd<F> {
+    fn drop(&mut self) {
+        if let Some(rest) = self.0.take() {
+            tokio::spawn(rest);
+        }
     }
 }
 

@@ -54,8 +54,22 @@ fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 }
 
 impl Db {
+    /// The writer, for the blocking pool.
     fn writer(&self) -> MutexGuard<'_, Connection> {
         lock(&self.writer)
+    }
+
+    /// The writer, for async callers: while another holds it (for microseconds, or a blocking
+    /// task for milliseconds) this task yields instead of putting the worker thread to sleep.
+    async fn writer_async(&self) -> MutexGuard<'_, Connection> {
+        loop {
+            match self.writer.try_lock() {
+                Ok(c) => return c,
+                Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+            tokio::task::yield_now().await;
+        }
     }
 
     /// A free reader if there is one, else the next in turn.
@@ -313,7 +327,7 @@ impl SqliteStore {
     pub async fn pin_run(&self, tenant: &str, agent_id: &str, run_id: &str, version: u32, now: i64, expired_before: i64) -> Result<u32, StoreError> {
         Ok(self
             .db
-            .writer()
+            .writer_async().await
             .prepare_cached(
                 "INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES (?, ?, ?, ?, ?) \
                  ON CONFLICT (tenant, agent_id, run_id) DO UPDATE SET \
@@ -346,7 +360,7 @@ impl SqliteStore {
     pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
         let n = self
             .db
-            .writer()
+            .writer_async().await
             .prepare_cached("DELETE FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ?")?
             .execute(params![tenant, agent_id, run_id])?;
         Ok(n > 0)
@@ -354,7 +368,7 @@ impl SqliteStore {
 
     /// Forgets runs idle since before `expired_before`; returns how many.
     pub async fn expire_runs(&self, expired_before: i64) -> Result<u64, StoreError> {
-        Ok(self.db.writer().execute("DELETE FROM runs WHERE last_seen < ?", params![expired_before])? as u64)
+        Ok(self.db.writer_async().await.execute("DELETE FROM runs WHERE last_seen < ?", params![expired_before])? as u64)
     }
 
     // ----- tool-call idempotency -----
@@ -363,7 +377,7 @@ impl SqliteStore {
     /// statement: either this insert made the row (the caller executes) or the row is read
     /// under the same lock, so a concurrent release cannot slip in between.
     pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
-        let c = self.db.writer();
+        let c = self.db.writer_async().await;
         let inserted = c
             .prepare_cached(
                 "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING",
@@ -382,7 +396,7 @@ impl SqliteStore {
     /// Stores the outcome of a claimed call (only once).
     pub async fn finish_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, outcome: &str, now: i64) -> Result<(), StoreError> {
         self.db
-            .writer()
+            .writer_async().await
             .prepare_cached(
                 "UPDATE tool_calls SET outcome = ?, update_time = ? WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL",
             )?
@@ -393,7 +407,7 @@ impl SqliteStore {
     /// Drops an unfinished claim, so the call can run again.
     pub async fn release_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<(), StoreError> {
         self.db
-            .writer()
+            .writer_async().await
             .prepare_cached("DELETE FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL")?
             .execute(params![tenant, agent_id, run_id, call_id])?;
         Ok(())
@@ -403,7 +417,7 @@ impl SqliteStore {
 
     pub async fn insert_deferred(&self, tenant: &str, row: &DeferredRow) -> Result<(), StoreError> {
         self.db
-            .writer()
+            .writer_async().await
             .prepare_cached(
                 "INSERT INTO deferred (tenant, deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time) \
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -430,7 +444,7 @@ impl SqliteStore {
 
     /// Moves a pending record to `state` with `resolution`, only if it is still pending.
     pub async fn transition_deferred(&self, tenant: &str, id: &str, state: &str, resolution: &str, now: i64) -> Result<Transition, StoreError> {
-        let c = self.db.writer();
+        let c = self.db.writer_async().await;
         let n = c
             .prepare_cached("UPDATE deferred SET state = ?, resolution = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'pending'")?
             .execute(params![state, resolution, now, tenant, id])?;
@@ -442,7 +456,7 @@ impl SqliteStore {
     pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<bool, StoreError> {
         let n = self
             .db
-            .writer()
+            .writer_async().await
             .prepare_cached("UPDATE deferred SET state = 'resolved', result = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'executing'")?
             .execute(params![result, now, tenant, id])?;
         Ok(n == 1)
@@ -451,7 +465,7 @@ impl SqliteStore {
     /// Hands a pending record to the client: its record (now a client execution) and the
     /// approval that did it are stored, the state stays pending. Only once.
     pub async fn hand_to_client(&self, tenant: &str, id: &str, record: &str, resolution: &str) -> Result<Transition, StoreError> {
-        let c = self.db.writer();
+        let c = self.db.writer_async().await;
         let n = c
             .prepare_cached(
                 "UPDATE deferred SET record = ?, resolution = ? WHERE tenant = ? AND deferred_id = ? AND state = 'pending' AND resolution IS NULL",
@@ -491,7 +505,7 @@ impl SqliteStore {
 
     /// Adds one successful call to a decayed count (`half_life_ms`).
     pub async fn record_use(&self, tenant: &str, agent_id: &str, user: &str, tool: &str, now: i64, half_life_ms: i64) -> Result<(), StoreError> {
-        let mut c = self.db.writer();
+        let mut c = self.db.writer_async().await;
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let previous: Option<(f64, i64)> = tx
             .prepare_cached("SELECT score, last_update FROM tool_usage WHERE tenant = ? AND agent_id = ? AND user_id = ? AND tool_name = ?")?

@@ -43,7 +43,8 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 struct Db {
-    writer: Mutex<Connection>,
+    /// Held only while statements run, never across an await.
+    writer: tokio::sync::Mutex<Connection>,
     /// Empty for an in-memory database, whose one connection is the writer.
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
@@ -55,36 +56,58 @@ fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 
 impl Db {
     /// The writer, for the blocking pool.
-    fn writer(&self) -> MutexGuard<'_, Connection> {
-        lock(&self.writer)
+    fn writer(&self) -> tokio::sync::MutexGuard<'_, Connection> {
+        self.writer.blocking_lock()
     }
 
     /// The writer, for async callers: while another holds it (for microseconds, or a blocking
-    /// task for milliseconds) this task yields instead of putting the worker thread to sleep.
-    async fn writer_async(&self) -> MutexGuard<'_, Connection> {
-        loop {
-            match self.writer.try_lock() {
-                Ok(c) => return c,
-                Err(std::sync::TryLockError::Poisoned(e)) => return e.into_inner(),
-                Err(std::sync::TryLockError::WouldBlock) => {}
-            }
-            tokio::task::yield_now().await;
-        }
+    /// task for milliseconds) this task waits in the mutex's queue, the worker thread runs
+    /// other tasks.
+    async fn writer_async(&self) -> tokio::sync::MutexGuard<'_, Connection> {
+        self.writer.lock().await
     }
 
-    /// A free reader if there is one, else the next in turn.
-    fn reader(&self) -> MutexGuard<'_, Connection> {
+    /// A reader, for the blocking pool: a free reader connection if there is one, else the
+    /// next in turn (the writer for an in-memory database).
+    fn reader(&self) -> Reader<'_> {
         if self.readers.is_empty() {
-            return self.writer();
+            return Reader::Writer(self.writer());
         }
-        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
+        self.own_reader()
+    }
+
+    async fn reader_async(&self) -> Reader<'_> {
+        if self.readers.is_empty() {
+            return Reader::Writer(self.writer_async().await);
+        }
+        self.own_reader()
+    }
+
+    fn own_reader(&self) -> Reader<'_> {
         let n = self.readers.len();
+        let start = self.next_reader.fetch_add(1, Ordering::Relaxed);
         for i in 0..n {
             if let Ok(c) = self.readers[(start + i) % n].try_lock() {
-                return c;
+                return Reader::Own(c);
             }
         }
-        lock(&self.readers[start % n])
+        Reader::Own(lock(&self.readers[start % n]))
+    }
+}
+
+enum Reader<'a> {
+    Own(MutexGuard<'a, Connection>),
+    Writer(tokio::sync::MutexGuard<'a, Connection>),
+}
+
+impl std::ops::Deref for Reader<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        match self {
+            Reader::Own(c) => c,
+            Reader::Writer(c) => c,
+        }
     }
 }
 
@@ -125,7 +148,7 @@ impl SqliteStore {
             let c = Connection::open_in_memory()?;
             configure(&c, false)?;
             c.execute_batch(SCHEMA)?;
-            return Ok(Arc::new(Db { writer: Mutex::new(c), readers: Vec::new(), next_reader: AtomicUsize::new(0) }));
+            return Ok(Arc::new(Db { writer: tokio::sync::Mutex::new(c), readers: Vec::new(), next_reader: AtomicUsize::new(0) }));
         };
         let writer = Connection::open(file)?;
         writer.pragma_update(None, "journal_mode", "WAL")?;
@@ -143,7 +166,7 @@ impl SqliteStore {
         let readers = (0..READERS).map(|_| open_reader()).collect::<Result<Vec<_>, _>>()?;
         let checkpointer = Connection::open(file)?;
         configure(&checkpointer, false)?;
-        let db = Arc::new(Db { writer: Mutex::new(writer), readers, next_reader: AtomicUsize::new(0) });
+        let db = Arc::new(Db { writer: tokio::sync::Mutex::new(writer), readers, next_reader: AtomicUsize::new(0) });
         spawn_checkpointer(Arc::downgrade(&db), checkpointer);
         Ok(db)
     }
@@ -156,12 +179,12 @@ impl SqliteStore {
 
     async fn read_blocking<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static) -> Result<T, StoreError> {
         let db = self.db.clone();
-        tokio::task::spawn_blocking(move || f(&db.reader())).await.map_err(|e| StoreError::Blocking(e.to_string()))?
+        tokio::task::spawn_blocking(move || f(&*db.reader())).await.map_err(|e| StoreError::Blocking(e.to_string()))?
     }
 
     /// Is the store reachable?
     pub async fn ping(&self) -> Result<(), StoreError> {
-        self.db.reader().query_row("SELECT 1", [], |_| Ok(()))?;
+        self.db.reader_async().await.query_row("SELECT 1", [], |_| Ok(()))?;
         Ok(())
     }
 
@@ -246,16 +269,14 @@ impl SqliteStore {
 
     /// The default version number of an agent, if the agent exists.
     pub async fn default_version(&self, tenant: &str, agent_id: &str) -> Result<Option<u32>, StoreError> {
-        Ok(self
-            .db
-            .reader()
+        Ok(self.db.reader_async().await
             .prepare_cached("SELECT default_version FROM agents WHERE tenant = ? AND agent_id = ?")?
             .query_row(params![tenant, agent_id], |r| r.get::<_, u32>(0))
             .optional()?)
     }
 
     pub async fn list_agents(&self, tenant: &str, after: &str, limit: u32) -> Result<Vec<AgentRecord>, StoreError> {
-        let c = self.db.reader();
+        let c = self.db.reader_async().await;
         let mut stmt = c.prepare_cached(
             "SELECT agent_id, default_version, latest_version, create_time, update_time FROM agents \
              WHERE tenant = ? AND agent_id > ? ORDER BY agent_id LIMIT ?",
@@ -340,9 +361,7 @@ impl SqliteStore {
 
     /// The version a live run is pinned to.
     pub async fn run_version(&self, tenant: &str, agent_id: &str, run_id: &str, expired_before: i64) -> Result<Option<u32>, StoreError> {
-        Ok(self
-            .db
-            .reader()
+        Ok(self.db.reader_async().await
             .prepare_cached("SELECT version FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ? AND last_seen >= ?")?
             .query_row(params![tenant, agent_id, run_id, expired_before], |r| r.get(0))
             .optional()?)
@@ -350,9 +369,7 @@ impl SqliteStore {
 
     /// Live runs of a tenant (all agents): not ended, seen since `expired_before`.
     pub async fn count_live_runs(&self, tenant: &str, expired_before: i64) -> Result<u64, StoreError> {
-        Ok(self
-            .db
-            .reader()
+        Ok(self.db.reader_async().await
             .prepare_cached("SELECT COUNT(*) FROM runs WHERE tenant = ? AND last_seen >= ?")?
             .query_row(params![tenant, expired_before], |r| r.get::<_, i64>(0))? as u64)
     }
@@ -390,7 +407,7 @@ impl SqliteStore {
     }
 
     pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
-        call_state_on(&self.db.reader(), tenant, agent_id, run_id, call_id)
+        call_state_on(&*self.db.reader_async().await, tenant, agent_id, run_id, call_id)
     }
 
     /// Stores the outcome of a claimed call (only once).
@@ -439,7 +456,7 @@ impl SqliteStore {
     }
 
     pub async fn get_deferred(&self, tenant: &str, id: &str) -> Result<Option<DeferredRow>, StoreError> {
-        get_deferred_on(&self.db.reader(), tenant, id)
+        get_deferred_on(&*self.db.reader_async().await, tenant, id)
     }
 
     /// Moves a pending record to `state` with `resolution`, only if it is still pending.
@@ -485,7 +502,7 @@ impl SqliteStore {
         after: (i64, &str),
         limit: u32,
     ) -> Result<Vec<DeferredRow>, StoreError> {
-        let c = self.db.reader();
+        let c = self.db.reader_async().await;
         let mut stmt = c.prepare_cached(&format!(
             "{DEFERRED_SELECT} WHERE tenant = ?1 AND agent_id = ?2 AND (?3 IS NULL OR run_id = ?3) \
              AND (?4 IS NULL OR state = ?4) \
@@ -498,7 +515,7 @@ impl SqliteStore {
 
     /// Number of pending deferred records (all tenants), for metrics.
     pub async fn count_pending(&self) -> Result<u64, StoreError> {
-        Ok(self.db.reader().prepare_cached("SELECT COUNT(*) FROM deferred WHERE state = 'pending'")?.query_row([], |r| r.get::<_, i64>(0))? as u64)
+        Ok(self.db.reader_async().await.prepare_cached("SELECT COUNT(*) FROM deferred WHERE state = 'pending'")?.query_row([], |r| r.get::<_, i64>(0))? as u64)
     }
 
     // ----- auto-pin usage -----
@@ -523,7 +540,7 @@ impl SqliteStore {
 
     /// Decayed counts of a user's tools at `now`, highest first.
     pub async fn usage(&self, tenant: &str, agent_id: &str, user: &str, now: i64, half_life_ms: i64) -> Result<Vec<(String, f64)>, StoreError> {
-        let c = self.db.reader();
+        let c = self.db.reader_async().await;
         let mut stmt = c.prepare_cached("SELECT tool_name, score, last_update FROM tool_usage WHERE tenant = ? AND agent_id = ? AND user_id = ?")?;
         let rows = stmt.query_map(params![tenant, agent_id, user], |r| Ok((r.get::<_, String>(0)?, decay(r.get(1)?, r.get(2)?, now, half_life_ms))))?;
         let mut out: Vec<(String, f64)> = rows.collect::<Result<_, _>>()?;

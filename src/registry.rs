@@ -77,7 +77,7 @@ impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::BadUrl(u) => Error::Internal(format!("bad store URL {u}")),
-            StoreError::Unreachable { .. } | StoreError::Closed | StoreError::Db(_) | StoreError::Sqlite(_) | StoreError::Blocking(_) => {
+            StoreError::Unreachable { .. } | StoreError::Closed | StoreError::Db(_) | StoreError::Sqlite(_) | StoreError::Blocking(_) | StoreError::Batch(_) => {
                 Error::Unavailable(format!("store unavailable: {e}"))
             }
         }

@@ -31,6 +31,9 @@ pub enum StoreError {
     /// A store task on the blocking pool failed (panicked or was cancelled).
     #[error("store error: {0}")]
     Blocking(String),
+    /// A write batched with others failed (the statement, or the batch's commit).
+    #[error("store error: {0}")]
+    Batch(String),
     /// The store's writer task is gone (the runtime is shutting down).
     #[error("store closed")]
     Closed,

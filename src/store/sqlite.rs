@@ -7,14 +7,18 @@
 //! Reading or writing whole definitions (up to the definition limit) runs on tokio's blocking
 //! pool instead. All writes go through one connection behind a mutex, so writers of this
 //! process queue on the mutex, never in SQLite's sleeping busy handler; reads use connections
-//! of their own (WAL readers don't block the writer). A background thread checkpoints the WAL,
-//! so no call pays for copying it back into the database file (and its fsync).
+//! of their own (WAL readers don't block the writer). The claims and outcomes of tool calls
+//! that arrive while the writer is busy are written together by whoever holds it, in one
+//! transaction (group commit). A background thread checkpoints the WAL, so no call pays for
+//! copying it back into the database file (and its fsync).
 //! `BEGIN IMMEDIATE` keeps read-then-write transactions free of concurrent change even when
 //! another process opens the same file.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
+
+use tokio::sync::oneshot;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
 
@@ -43,8 +47,10 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 struct Db {
-    /// Held only while statements run, never across an await.
+    /// Held only while statements run, never across an await; taken through [`Writer`].
     writer: tokio::sync::Mutex<Connection>,
+    /// Claims and outcomes of tool calls waiting to be written together (see [`CallWrite`]).
+    pending: Mutex<Vec<CallWrite>>,
     /// Empty for an in-memory database, whose one connection is the writer.
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
@@ -56,19 +62,36 @@ fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 
 impl Db {
     /// The writer, for the blocking pool.
-    fn writer(&self) -> tokio::sync::MutexGuard<'_, Connection> {
-        self.writer.blocking_lock()
+    fn writer(&self) -> Writer<'_> {
+        Writer { db: self, conn: Some(self.writer.blocking_lock()) }
     }
 
     /// The writer, for async callers: while another holds it (for microseconds, or a blocking
     /// task for milliseconds) this task waits in the mutex's queue, the worker thread runs
     /// other tasks.
-    async fn writer_async(&self) -> tokio::sync::MutexGuard<'_, Connection> {
-        self.writer.lock().await
+    async fn writer_async(&self) -> Writer<'_> {
+        Writer { db: self, conn: Some(self.writer.lock().await) }
     }
 
-    /// A reader, for the blocking pool: a free reader connection if there is one, else the
-    /// next in turn (the writer for an in-memory database).
+    /// Writes the pending claims and outcomes if the writer is free; if it is not, whoever
+    /// holds it writes them when letting go (see `Drop for Writer`).
+    fn write_pending_calls(&self) {
+        loop {
+            if lock_pending(&self.pending).is_empty() {
+                return;
+            }
+            let Ok(mut conn) = self.writer.try_lock() else { return };
+            loop {
+                let batch = std::mem::take(&mut *lock_pending(&self.pending));
+                if batch.is_empty() {
+                    break;
+                }
+                write_calls(&mut conn, batch);
+            }
+            // Checked again after letting go: a write queued meanwhile found the writer taken.
+        }
+    }
+
     fn reader(&self) -> Reader<'_> {
         if self.readers.is_empty() {
             return Reader::Writer(self.writer());
@@ -95,9 +118,102 @@ impl Db {
     }
 }
 
+/// The writer connection; letting go of it writes the claims and outcomes queued meanwhile.
+struct Writer<'a> {
+    db: &'a Db,
+    conn: Option<tokio::sync::MutexGuard<'a, Connection>>,
+}
+
+impl std::ops::Deref for Writer<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Writer<'_> {
+    fn deref_mut(&mut self) -> &mut Connection {
+        self.conn.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Writer<'_> {
+    fn drop(&mut self) {
+        self.conn = None;
+        self.db.write_pending_calls();
+    }
+}
+
+fn lock_pending(m: &Mutex<Vec<CallWrite>>) -> MutexGuard<'_, Vec<CallWrite>> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A claim or an outcome of a tool call, queued to be written with the others that arrive
+/// while the writer is busy: one transaction (one commit) for all of them (group commit).
+/// Alone, it is written at once by the caller.
+enum CallWrite {
+    Claim { key: [String; 4], now: i64, reply: oneshot::Sender<Result<Claim, StoreError>> },
+    Finish { key: [String; 4], outcome: String, now: i64, reply: oneshot::Sender<Result<(), StoreError>> },
+}
+
+/// Writes a batch in one transaction, in queue order (the first claim of a call id wins, the
+/// first outcome stays), and answers each. If the commit fails, every one gets the error.
+fn write_calls(c: &mut Connection, batch: Vec<CallWrite>) {
+    let written = (|| -> rusqlite::Result<Vec<rusqlite::Result<Option<Claim>>>> {
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let done = batch.iter().map(|w| write_call(&tx, w)).collect();
+        tx.commit()?;
+        Ok(done)
+    })();
+    match written {
+        Ok(done) => {
+            for (w, d) in batch.into_iter().zip(done) {
+                match w {
+                    CallWrite::Claim { reply, now, .. } => drop(reply.send(d.map(|c| c.unwrap_or(Claim::Running { since: now })).map_err(StoreError::Sqlite))),
+                    CallWrite::Finish { reply, .. } => drop(reply.send(d.map(drop).map_err(StoreError::Sqlite))),
+                }
+            }
+        }
+        Err(e) => {
+            let text = e.to_string();
+            for w in batch {
+                match w {
+                    CallWrite::Claim { reply, .. } => drop(reply.send(Err(StoreError::Batch(text.clone())))),
+                    CallWrite::Finish { reply, .. } => drop(reply.send(Err(StoreError::Batch(text.clone())))),
+                }
+            }
+        }
+    }
+}
+
+/// One claim (its state: `Some`) or outcome (`None`).
+fn write_call(c: &Connection, w: &CallWrite) -> rusqlite::Result<Option<Claim>> {
+    match w {
+        CallWrite::Claim { key: [tenant, agent_id, run_id, call_id], now, .. } => {
+            let inserted = c
+                .prepare_cached(
+                    "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING",
+                )?
+                .execute(params![tenant, agent_id, run_id, call_id, now])?;
+            if inserted == 1 {
+                return Ok(Some(Claim::New));
+            }
+            call_state_on(c, tenant, agent_id, run_id, call_id)
+        }
+        CallWrite::Finish { key: [tenant, agent_id, run_id, call_id], outcome, now, .. } => {
+            c.prepare_cached(
+                "UPDATE tool_calls SET outcome = ?, update_time = ? WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL",
+            )?
+            .execute(params![outcome, now, tenant, agent_id, run_id, call_id])?;
+            Ok(None)
+        }
+    }
+}
+
 enum Reader<'a> {
     Own(MutexGuard<'a, Connection>),
-    Writer(tokio::sync::MutexGuard<'a, Connection>),
+    Writer(Writer<'a>),
 }
 
 impl std::ops::Deref for Reader<'_> {
@@ -148,7 +264,7 @@ impl SqliteStore {
             let c = Connection::open_in_memory()?;
             configure(&c, false)?;
             c.execute_batch(SCHEMA)?;
-            return Ok(Arc::new(Db { writer: tokio::sync::Mutex::new(c), readers: Vec::new(), next_reader: AtomicUsize::new(0) }));
+            return Ok(Arc::new(Db { writer: tokio::sync::Mutex::new(c), pending: Mutex::new(Vec::new()), readers: Vec::new(), next_reader: AtomicUsize::new(0) }));
         };
         let writer = Connection::open(file)?;
         writer.pragma_update(None, "journal_mode", "WAL")?;
@@ -166,7 +282,7 @@ impl SqliteStore {
         let readers = (0..READERS).map(|_| open_reader()).collect::<Result<Vec<_>, _>>()?;
         let checkpointer = Connection::open(file)?;
         configure(&checkpointer, false)?;
-        let db = Arc::new(Db { writer: tokio::sync::Mutex::new(writer), readers, next_reader: AtomicUsize::new(0) });
+        let db = Arc::new(Db { writer: tokio::sync::Mutex::new(writer), pending: Mutex::new(Vec::new()), readers, next_reader: AtomicUsize::new(0) });
         spawn_checkpointer(Arc::downgrade(&db), checkpointer);
         Ok(db)
     }
@@ -390,35 +506,31 @@ impl SqliteStore {
 
     // ----- tool-call idempotency -----
 
-    /// Claims (agent, run, tool_call_id) for execution, or reports who has it. One writer
-    /// statement: either this insert made the row (the caller executes) or the row is read
-    /// under the same lock, so a concurrent release cannot slip in between.
+    /// Claims (agent, run, tool_call_id) for execution, or reports who has it: either this
+    /// insert made the row (the caller executes) or the row is read in the same transaction,
+    /// so a concurrent release cannot slip in between.
     pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
-        let c = self.db.writer_async().await;
-        let inserted = c
-            .prepare_cached(
-                "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING",
-            )?
-            .execute(params![tenant, agent_id, run_id, call_id, now])?;
-        if inserted == 1 {
-            return Ok(Claim::New);
-        }
-        Ok(call_state_on(&c, tenant, agent_id, run_id, call_id)?.unwrap_or(Claim::Running { since: now }))
+        let key = [tenant.to_string(), agent_id.to_string(), run_id.to_string(), call_id.to_string()];
+        self.queue_call(|reply| CallWrite::Claim { key, now, reply }).await
+    }
+
+    /// Queues a claim or an outcome and writes the queue at once if the writer is free.
+    async fn queue_call<T>(&self, write: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> CallWrite) -> Result<T, StoreError> {
+        let (reply, answer) = oneshot::channel();
+        lock_pending(&self.db.pending).push(write(reply));
+        self.db.write_pending_calls();
+        answer.await.map_err(|_| StoreError::Closed)?
     }
 
     pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
-        call_state_on(&*self.db.reader_async().await, tenant, agent_id, run_id, call_id)
+        Ok(call_state_on(&*self.db.reader_async().await, tenant, agent_id, run_id, call_id)?)
     }
 
     /// Stores the outcome of a claimed call (only once).
     pub async fn finish_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, outcome: &str, now: i64) -> Result<(), StoreError> {
-        self.db
-            .writer_async().await
-            .prepare_cached(
-                "UPDATE tool_calls SET outcome = ?, update_time = ? WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL",
-            )?
-            .execute(params![outcome, now, tenant, agent_id, run_id, call_id])?;
-        Ok(())
+        let key = [tenant.to_string(), agent_id.to_string(), run_id.to_string(), call_id.to_string()];
+        let outcome = outcome.to_string();
+        self.queue_call(|reply| CallWrite::Finish { key, outcome, now, reply }).await
     }
 
     /// Drops an unfinished claim, so the call can run again.
@@ -569,16 +681,15 @@ fn spawn_checkpointer(db: Weak<Db>, conn: Connection) {
     }
 }
 
-fn call_state_on(c: &Connection, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
-    Ok(c
-        .prepare_cached("SELECT outcome, update_time FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ?")?
+fn call_state_on(c: &Connection, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> rusqlite::Result<Option<Claim>> {
+    c.prepare_cached("SELECT outcome, update_time FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ?")?
         .query_row(params![tenant, agent_id, run_id, call_id], |r| {
             Ok(match r.get::<_, Option<String>>(0)? {
                 Some(o) => Claim::Done(o),
                 None => Claim::Running { since: r.get(1)? },
             })
         })
-        .optional()?)
+        .optional()
 }
 
 const DEFERRED_SELECT: &str = "SELECT deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time FROM deferred";

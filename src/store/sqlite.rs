@@ -295,7 +295,7 @@ impl SqliteStore {
 
     async fn read_blocking<T: Send + 'static>(&self, f: impl FnOnce(&Connection) -> Result<T, StoreError> + Send + 'static) -> Result<T, StoreError> {
         let db = self.db.clone();
-        tokio::task::spawn_blocking(move || f(&*db.reader())).await.map_err(|e| StoreError::Blocking(e.to_string()))?
+        tokio::task::spawn_blocking(move || f(&db.reader())).await.map_err(|e| StoreError::Blocking(e.to_string()))?
     }
 
     /// Is the store reachable?

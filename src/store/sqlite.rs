@@ -158,11 +158,15 @@ enum CallWrite {
 }
 
 /// Writes a batch in one transaction, in queue order (the first claim of a call id wins, the
-/// first outcome stays), and answers each. If the commit fails, every one gets the error.
+/// first outcome stays), and answers each. If a statement or the commit fails, every one gets
+/// the error and nothing is written.
 fn write_calls(c: &mut Connection, batch: Vec<CallWrite>) {
-    let written = (|| -> rusqlite::Result<Vec<rusqlite::Result<Option<Claim>>>> {
+    // A failed statement fails the batch (rolled back as a whole): after some errors (a full
+    // disk, I/O) SQLite has already rolled the transaction back, and the statements after it
+    // would each commit on their own.
+    let written = (|| -> rusqlite::Result<Vec<Option<Claim>>> {
         let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let done = batch.iter().map(|w| write_call(&tx, w)).collect();
+        let done = batch.iter().map(|w| write_call(&tx, w)).collect::<rusqlite::Result<_>>()?;
         tx.commit()?;
         Ok(done)
     })();
@@ -170,8 +174,8 @@ fn write_calls(c: &mut Connection, batch: Vec<CallWrite>) {
         Ok(done) => {
             for (w, d) in batch.into_iter().zip(done) {
                 match w {
-                    CallWrite::Claim { reply, now, .. } => drop(reply.send(d.map(|c| c.unwrap_or(Claim::Running { since: now })).map_err(StoreError::Sqlite))),
-                    CallWrite::Finish { reply, .. } => drop(reply.send(d.map(drop).map_err(StoreError::Sqlite))),
+                    CallWrite::Claim { reply, now, .. } => drop(reply.send(Ok(d.unwrap_or(Claim::Running { since: now })))),
+                    CallWrite::Finish { reply, .. } => drop(reply.send(Ok(()))),
                 }
             }
         }
@@ -514,11 +518,20 @@ impl SqliteStore {
         self.queue_call(|reply| CallWrite::Claim { key, now, reply }).await
     }
 
-    /// Queues a claim or an outcome and writes the queue at once if the writer is free.
+    /// Queues a claim or an outcome and writes the queue at once if the writer is free. If
+    /// it is not, this caller also queues for the writer: whoever lets go of it writes the
+    /// queue, but a waiter handed the writer may be cancelled before it holds it, and then
+    /// no one would; so the caller takes the writer itself unless its answer comes first.
     async fn queue_call<T>(&self, write: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> CallWrite) -> Result<T, StoreError> {
-        let (reply, answer) = oneshot::channel();
+        let (reply, mut answer) = oneshot::channel();
         lock_pending(&self.db.pending).push(write(reply));
         self.db.write_pending_calls();
+        tokio::select! {
+            biased;
+            answer = &mut answer => return answer.map_err(|_| StoreError::Closed)?,
+            // Letting go of it writes the queue, this call's write included.
+            writer = self.db.writer_async() => drop(writer),
+        }
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -732,4 +745,53 @@ fn version_from_row(agent_id: &str, r: &Row<'_>) -> rusqlite::Result<VersionReco
 fn set_default_tx(tx: &rusqlite::Transaction<'_>, tenant: &str, agent_id: &str, version: u32, now: i64) -> rusqlite::Result<()> {
     tx.execute("UPDATE agents SET default_version = ?, update_time = ? WHERE tenant = ? AND agent_id = ?", params![version, now, tenant, agent_id])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Lets the other tasks of this (current-thread) runtime run until they wait.
+    async fn settle() {
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_queued_claim_is_written_when_the_waiter_handed_the_writer_is_cancelled() {
+        let store = SqliteStore::open("sqlite::memory:").await.expect("open");
+        let held = store.db.writer_async().await;
+        // C waits for the writer, then is cancelled after the writer was handed to it.
+        let db = store.db.clone();
+        let waiter = tokio::spawn(async move { drop(db.writer_async().await) });
+        settle().await;
+        // A's claim is queued while the writer is taken.
+        let s = store.clone();
+        let claim = tokio::spawn(async move { s.claim_call("t", "a", "run", "call-1", 1).await });
+        settle().await;
+        drop(held); // hands the writer to C, so the queue cannot be written on letting go
+        waiter.abort();
+        let claimed = tokio::time::timeout(Duration::from_secs(5), claim).await;
+        assert!(matches!(claimed, Ok(Ok(Ok(Claim::New)))), "the claim was never written: {claimed:?}");
+    }
+
+    #[tokio::test]
+    async fn claims_and_outcomes_queued_together_are_written_in_order() {
+        let store = SqliteStore::open("sqlite::memory:").await.expect("open");
+        let held = store.db.writer_async().await;
+        let calls = (0..3).map(|_| {
+            let s = store.clone();
+            tokio::spawn(async move { s.claim_call("t", "a", "run", "same", 1).await })
+        });
+        let calls: Vec<_> = calls.collect();
+        settle().await;
+        drop(held);
+        let mut claims = Vec::new();
+        for c in calls {
+            claims.push(c.await.expect("join").expect("claim"));
+        }
+        assert_eq!(claims.iter().filter(|c| **c == Claim::New).count(), 1, "{claims:?}");
+        assert_eq!(claims.iter().filter(|c| matches!(c, Claim::Running { .. })).count(), 2, "{claims:?}");
+    }
 }

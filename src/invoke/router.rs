@@ -186,11 +186,43 @@ impl Router {
     async fn exactly_once(self: &Arc<Self>, tenant: &str, agent_id: &str, r: &Resolved, run: &RunContext, call: &ToolCall, arguments: Arguments) -> Result<Outcome> {
         let key: CallKey = (tenant.into(), agent_id.into(), run.run_id.clone(), call.tool_call_id.clone());
         let store = self.registry.store();
+        let arguments = Arc::new(arguments);
         loop {
-            match store.claim_call(tenant, agent_id, &run.run_id, &call.tool_call_id, self.now()).await? {
-                Claim::New => break,
-                Claim::Done(text) => return decode_outcome(&text),
-                Claim::Running { since } => {
+            // The claim and, if it is new, the call and its outcome run to their end even if
+            // this request is cancelled (the host's deadline passed, it disconnected): a claim
+            // once written must get its outcome, or the host's retry would find it orphaned.
+            // The retry waits for the first attempt instead.
+            let attempt = {
+                let this = self.clone();
+                let (key, r, run, call, arguments) = (key.clone(), r.clone(), run.clone(), call.clone(), arguments.clone());
+                async move {
+                    let store = this.registry.store();
+                    let (tenant, agent_id) = (&key.0, &key.1);
+                    match store.claim_call(tenant, agent_id, &run.run_id, &call.tool_call_id, this.now()).await? {
+                        Claim::New => {}
+                        Claim::Done(text) => return Ok(Attempt::Done(text)),
+                        Claim::Running { since } => return Ok(Attempt::Running { since }),
+                    }
+                    let (tx, rx) = watch::channel(None);
+                    this.inflight.lock().expect("inflight lock").insert(key.clone(), rx.clone());
+                    let _unlist = Unlist { router: &this, key: key.clone(), rx };
+                    let outcome = this.route(tenant, agent_id, &r, &run, &call, &arguments).await;
+                    let stored = match &outcome {
+                        Ok(o) => store.finish_call(tenant, agent_id, &run.run_id, &call.tool_call_id, &encode_outcome(o), this.now()).await,
+                        Err(_) => {
+                            // A protocol fault is not an outcome: let a retry run it again.
+                            store.release_call(tenant, agent_id, &run.run_id, &call.tool_call_id).await
+                        }
+                    };
+                    let _ = tx.send(outcome.as_ref().ok().cloned());
+                    stored?;
+                    outcome.map(Attempt::Ran)
+                }
+            };
+            match RunToEnd::new(attempt.instrument(tracing::Span::current())).await? {
+                Attempt::Ran(outcome) => return Ok(outcome),
+                Attempt::Done(text) => return decode_outcome(&text),
+                Attempt::Running { since } => {
                     let local = self.inflight.lock().expect("inflight lock").get(&key).cloned();
                     if let Some(mut rx) = local {
                         let outcome = rx.wait_for(|o| o.is_some()).await.ok().and_then(|o| o.clone());
@@ -209,29 +241,6 @@ impl Router {
                 }
             }
         }
-        let (tx, rx) = watch::channel(None);
-        self.inflight.lock().expect("inflight lock").insert(key.clone(), rx.clone());
-        // The claimed call runs to its end even if this request is cancelled (the host's
-        // deadline passed, it disconnected): once sent, its outcome must be recorded for the
-        // host's retry, which waits for it instead of finding an orphaned claim.
-        let this = self.clone();
-        let (tenant, agent_id, r, run, call) = (tenant.to_string(), agent_id.to_string(), r.clone(), run.clone(), call.clone());
-        let work = async move {
-            let _unlist = Unlist { router: &this, key, rx };
-            let store = this.registry.store();
-            let outcome = this.route(&tenant, &agent_id, &r, &run, &call, &arguments).await;
-            let stored = match &outcome {
-                Ok(o) => store.finish_call(&tenant, &agent_id, &run.run_id, &call.tool_call_id, &encode_outcome(o), this.now()).await,
-                Err(_) => {
-                    // A protocol fault is not an outcome: let a retry run it again.
-                    store.release_call(&tenant, &agent_id, &run.run_id, &call.tool_call_id).await
-                }
-            };
-            let _ = tx.send(outcome.as_ref().ok().cloned());
-            stored?;
-            outcome
-        };
-        RunToEnd::new(work.instrument(tracing::Span::current())).await
     }
 
     /// Resolves the target of a non-control call and runs, defers or refuses it. A tool
@@ -533,17 +542,24 @@ impl Router {
             }
             target = Some((catalog, i));
         }
-        match store.transition_deferred(tenant, id, "executing", &resolution_text, self.now()).await? {
-            Transition::Moved => telemetry::metrics::deferred_changed(),
-            Transition::Missing => return Err(not_found_deferred(id)),
-            Transition::Already(row) => return self.await_resolution(tenant, id, row, &resolution_text).await,
-        }
-        // Like a claimed tool call, the resolution runs to its end even if this request is
-        // cancelled, so a retry finds the stored result instead of a record stuck executing.
+        // Like a claimed tool call, the accepted resolution runs to its end even if this
+        // request is cancelled, so a retry finds the stored result instead of a record stuck
+        // executing.
         let this = self.clone();
-        let (tenant, id) = (tenant.to_string(), id.to_string());
-        let work = async move { this.complete_resolution(&tenant, &id, resolution, record, target, arguments).await };
-        RunToEnd::new(work.instrument(tracing::Span::current())).await
+        let (owned_tenant, owned_id, text) = (tenant.to_string(), id.to_string(), resolution_text.clone());
+        let work = async move {
+            let (tenant, id) = (owned_tenant.as_str(), owned_id.as_str());
+            match this.registry.store().transition_deferred(tenant, id, "executing", &text, this.now()).await? {
+                Transition::Moved => telemetry::metrics::deferred_changed(),
+                Transition::Missing => return Err(not_found_deferred(id)),
+                Transition::Already(row) => return Ok(Err(row)),
+            }
+            this.complete_resolution(tenant, id, resolution, record, target, arguments).await.map(Ok)
+        };
+        match RunToEnd::new(work.instrument(tracing::Span::current())).await? {
+            Ok(result) => Ok(result),
+            Err(row) => self.await_resolution(tenant, id, row, &resolution_text).await,
+        }
     }
 
     /// Approving an approval-gated client tool hands it to the client: the record becomes a
@@ -725,6 +741,15 @@ impl<F: Future<Output: Send + 'static> + Send + 'static> Drop for RunToEnd<F> {
             tokio::spawn(rest);
         }
     }
+}
+
+/// What a claim attempt found: the call was new and ran here, or another attempt has its
+/// outcome already or is running it.
+#[allow(clippy::large_enum_variant)] // returned once per call; boxing the common case would allocate
+enum Attempt {
+    Ran(Outcome),
+    Done(String),
+    Running { since: i64 },
 }
 
 /// Takes a finished (or abandoned) call off the in-process list, unless a newer claim of the

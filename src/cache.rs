@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// Past this many entries, stale ones are dropped (and all of them if none is stale).
@@ -13,6 +14,9 @@ const MAX_ENTRIES: usize = 100_000;
 pub struct VersionCache {
     refresh: Duration,
     entries: Mutex<HashMap<String, Entry>>,
+    /// Bumped by every forget: a value read from the store before a forget may be older than
+    /// the change that caused it, and is not put back (see [`VersionCache::generation`]).
+    generation: AtomicU64,
 }
 
 #[derive(Clone, Copy)]
@@ -27,7 +31,7 @@ struct Entry {
 impl VersionCache {
     /// `refresh` zero: nothing is remembered, every lookup misses.
     pub fn new(refresh: Duration) -> Self {
-        Self { refresh, entries: Mutex::new(HashMap::new()) }
+        Self { refresh, entries: Mutex::new(HashMap::new()), generation: AtomicU64::new(0) }
     }
 
     /// The remembered version, if the store confirmed it less than `refresh` ago and less
@@ -41,11 +45,21 @@ impl VersionCache {
         (e.checked.elapsed() < self.refresh && now_ms - e.at_ms < max_age_ms).then_some(e.version)
     }
 
-    pub fn put(&self, key: String, version: u32, now_ms: i64) {
+    /// Taken before reading a value from the store, and handed to [`VersionCache::put`].
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// Remembers a value read from the store after [`VersionCache::generation`] returned
+    /// `generation`, unless something was forgotten since (the read may predate that change).
+    pub fn put(&self, key: String, version: u32, now_ms: i64, generation: u64) {
         if self.refresh.is_zero() {
             return;
         }
         let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        if self.generation.load(Ordering::Acquire) != generation {
+            return;
+        }
         if entries.len() >= MAX_ENTRIES && !entries.contains_key(&key) {
             let refresh = self.refresh;
             entries.retain(|_, e| e.checked.elapsed() < refresh);
@@ -56,13 +70,18 @@ impl VersionCache {
         entries.insert(key, Entry { version, checked: Instant::now(), at_ms: now_ms });
     }
 
+    /// Call after the change is in the store.
     pub fn forget(&self, key: &str) {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).remove(key);
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        entries.remove(key);
     }
 
     /// Forgets every entry whose key starts with `prefix` (see [`key`]).
     pub fn forget_prefix(&self, prefix: &str) {
-        self.entries.lock().unwrap_or_else(|e| e.into_inner()).retain(|k, _| !k.starts_with(prefix));
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        entries.retain(|k, _| !k.starts_with(prefix));
     }
 }
 
@@ -93,28 +112,39 @@ mod tests {
     #[test]
     fn an_entry_is_trusted_until_refresh_or_max_age() {
         let c = VersionCache::new(Duration::from_secs(60));
-        c.put("k".into(), 3, 1_000);
+        c.put("k".into(), 3, 1_000, 0);
         assert_eq!(c.get("k", 1_500, 1_000), Some(3));
         assert_eq!(c.get("k", 2_000, 1_000), None, "older than max_age in domain time");
         let short = VersionCache::new(Duration::from_millis(1));
-        short.put("k".into(), 3, 0);
+        short.put("k".into(), 3, 0, 0);
         std::thread::sleep(Duration::from_millis(5));
         assert_eq!(short.get("k", 0, i64::MAX), None, "older than refresh in real time");
     }
 
     #[test]
+    fn a_value_read_before_a_forget_is_not_put_back() {
+        let c = VersionCache::new(Duration::from_secs(60));
+        let before = c.generation();
+        c.forget("k"); // a promotion committed while the old default was being read
+        c.put("k".into(), 1, 0, before);
+        assert_eq!(c.get("k", 0, i64::MAX), None);
+        c.put("k".into(), 2, 0, c.generation());
+        assert_eq!(c.get("k", 0, i64::MAX), Some(2));
+    }
+
+    #[test]
     fn zero_refresh_remembers_nothing() {
         let c = VersionCache::new(Duration::ZERO);
-        c.put("k".into(), 1, 0);
+        c.put("k".into(), 1, 0, 0);
         assert_eq!(c.get("k", 0, i64::MAX), None);
     }
 
     #[test]
     fn forget_prefix_drops_an_agents_entries_only() {
         let c = VersionCache::new(Duration::from_secs(60));
-        c.put(key(&["t", "a", "r1"]), 1, 0);
-        c.put(key(&["t", "a", "r2"]), 1, 0);
-        c.put(key(&["t", "ab", "r1"]), 1, 0);
+        c.put(key(&["t", "a", "r1"]), 1, 0, 0);
+        c.put(key(&["t", "a", "r2"]), 1, 0, 0);
+        c.put(key(&["t", "ab", "r1"]), 1, 0, 0);
         c.forget_prefix(&key(&["t", "a"]));
         assert_eq!(c.get(&key(&["t", "a", "r1"]), 0, i64::MAX), None);
         assert_eq!(c.get(&key(&["t", "ab", "r1"]), 0, i64::MAX), Some(1));

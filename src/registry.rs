@@ -237,8 +237,9 @@ impl Registry {
         if let Some(v) = self.defaults.get(&key, now, i64::MAX) {
             return Ok(v);
         }
+        let generation = self.defaults.generation();
         let v = self.store.default_version(tenant, agent_id).await?.ok_or_else(|| not_found(agent_id))?;
-        self.defaults.put(key, v, now);
+        self.defaults.put(key, v, now, generation);
         Ok(v)
     }
 
@@ -254,9 +255,10 @@ impl Registry {
         if let Some(pinned) = self.pins.get(&key, now, idle / 10) {
             return Ok(pinned);
         }
+        let generation = self.pins.generation();
         let requested = self.resolve_version(tenant, agent_id, version).await?;
         let pinned = self.store.pin_run(tenant, agent_id, run_id, requested, now, now - idle).await?;
-        self.pins.put(key, pinned, now);
+        self.pins.put(key, pinned, now, generation);
         Ok(pinned)
     }
 

@@ -828,3 +828,54 @@ fn encode_outcome(o: &Outcome) -> String {
 fn decode_outcome(text: &str) -> Result<Outcome> {
     serde_json::from_str(text).map_err(|e| Error::Internal(format!("stored outcome unreadable: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{AgentDefinition, ClientSource, ToolDeclaration, ToolSource};
+    use crate::store::Store;
+
+    /// Lets the other tasks of this (current-thread) runtime run until they wait.
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_call_cancelled_while_its_claim_is_queued_still_runs_and_its_retry_gets_the_outcome() {
+        let store = Store::open("sqlite::memory:").await.expect("store");
+        let registry = Registry::new(store.clone(), Arc::new(crate::clock::SystemClock), 1 << 20).with_cache_refresh(Duration::from_secs(60));
+        let confirm = ToolDeclaration { name: "confirm".into(), description: "Ask the user to confirm.".into(), ..Default::default() };
+        let def = AgentDefinition {
+            sources: vec![ToolSource { id: "browser".into(), kind: SourceKind::Client(ClientSource { tools: vec![confirm] }), ..Default::default() }],
+            ..Default::default()
+        };
+        registry.create_version("t", "ui", &def, true, 0).await.expect("definition");
+        let outbound = crate::outbound::Outbound::from_config(&Default::default()).expect("outbound");
+        let router = Arc::new(Router::new(Arc::new(registry), Arc::new(Executors::new(Default::default(), outbound)), RouterConfig::default()));
+        let run = RunContext { run_id: "r1".into(), ..Default::default() };
+        let call = |id: &str| ToolCall { tool_call_id: id.into(), tool_name: "confirm".into(), arguments_json: "{}".into() };
+        // A first call pins the run and loads the catalog, so the next one waits only for its claim.
+        router.handle("t", "ui", 0, &run, &call("c0")).await.expect("first call");
+
+        let held = store.hold_sqlite_writer().await;
+        let first = {
+            let (router, run, call) = (router.clone(), run.clone(), call("c1"));
+            tokio::spawn(async move { router.handle("t", "ui", 0, &run, &call).await })
+        };
+        settle().await;
+        first.abort(); // the host gave up while the claim was queued
+        settle().await;
+        drop(held);
+
+        let retry = tokio::time::timeout(Duration::from_secs(5), router.handle("t", "ui", 0, &run, &call("c1")))
+            .await
+            .expect("the retry found an orphaned claim and waited for it")
+            .expect("retry");
+        let Outcome::Deferred(d) = retry else { panic!("expected the client execution record, got {retry:?}") };
+        let listed = router.list_deferred("t", "ui", "r1", None, "", 10).await.expect("list").0;
+        assert_eq!(listed.iter().filter(|r| r.call.original_call.tool_call_id == "c1").count(), 1, "{listed:?}");
+        assert!(listed.iter().any(|r| r.call.deferred_id == d.deferred_id));
+    }
+}

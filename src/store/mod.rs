@@ -132,6 +132,15 @@ impl Store {
         Ok(Store { backend, calls })
     }
 
+    /// Holds the SQLite writer until the returned guard is dropped (tests of queued writes).
+    #[cfg(test)]
+    pub(crate) async fn hold_sqlite_writer(&self) -> Box<dyn Send + '_> {
+        match &self.backend {
+            Backend::Sqlite(s) => s.hold_writer().await,
+            Backend::Postgres(_) => panic!("a SQLite store was expected"),
+        }
+    }
+
     /// `"sqlite"` or `"postgres"`.
     pub fn backend_name(&self) -> &'static str {
         match &self.backend {

@@ -518,6 +518,12 @@ impl SqliteStore {
         self.queue_call(|reply| CallWrite::Claim { key, now, reply }).await
     }
 
+    /// Holds the writer until the returned guard is dropped (tests: writes queue meanwhile).
+    #[cfg(test)]
+    pub(crate) async fn hold_writer(&self) -> Box<dyn Send + '_> {
+        Box::new(self.db.writer_async().await)
+    }
+
     /// Queues a claim or an outcome and writes the queue at once if the writer is free. If
     /// it is not, this caller also queues for the writer: whoever lets go of it writes the
     /// queue, but a waiter handed the writer may be cancelled before it holds it, and then
@@ -761,7 +767,7 @@ mod tests {
     #[tokio::test]
     async fn a_queued_claim_is_written_when_the_waiter_handed_the_writer_is_cancelled() {
         let store = SqliteStore::open("sqlite::memory:").await.expect("open");
-        let held = store.db.writer_async().await;
+        let held = store.hold_writer().await;
         // C waits for the writer, then is cancelled after the writer was handed to it.
         let db = store.db.clone();
         let waiter = tokio::spawn(async move { drop(db.writer_async().await) });
@@ -779,19 +785,24 @@ mod tests {
     #[tokio::test]
     async fn claims_and_outcomes_queued_together_are_written_in_order() {
         let store = SqliteStore::open("sqlite::memory:").await.expect("open");
-        let held = store.db.writer_async().await;
-        let calls = (0..3).map(|_| {
-            let s = store.clone();
-            tokio::spawn(async move { s.claim_call("t", "a", "run", "same", 1).await })
-        });
-        let calls: Vec<_> = calls.collect();
+        let held = store.hold_writer().await;
+        // Queued one after the other while the writer is taken: one batch, in queue order.
+        let s = store.clone();
+        let first = tokio::spawn(async move { s.claim_call("t", "a", "run", "c1", 1).await });
+        settle().await;
+        let s = store.clone();
+        let duplicate = tokio::spawn(async move { s.claim_call("t", "a", "run", "c1", 2).await });
+        settle().await;
+        let s = store.clone();
+        let finish = tokio::spawn(async move { s.finish_call("t", "a", "run", "c1", "outcome", 3).await });
+        settle().await;
+        let s = store.clone();
+        let after = tokio::spawn(async move { s.claim_call("t", "a", "run", "c1", 4).await });
         settle().await;
         drop(held);
-        let mut claims = Vec::new();
-        for c in calls {
-            claims.push(c.await.expect("join").expect("claim"));
-        }
-        assert_eq!(claims.iter().filter(|c| **c == Claim::New).count(), 1, "{claims:?}");
-        assert_eq!(claims.iter().filter(|c| matches!(c, Claim::Running { .. })).count(), 2, "{claims:?}");
+        assert_eq!(first.await.expect("join").expect("claim"), Claim::New);
+        assert_eq!(duplicate.await.expect("join").expect("claim"), Claim::Running { since: 1 });
+        finish.await.expect("join").expect("finish");
+        assert_eq!(after.await.expect("join").expect("claim"), Claim::Done("outcome".into()));
     }
 }

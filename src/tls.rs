@@ -183,7 +183,7 @@ impl ServerTls {
         let tls = Arc::new(Self { provider, resolver, configs: RwLock::new(configs), handshake_timeout: cfg.handshake_timeout });
         tracing::info!(certificate_sha256 = %tls.fingerprint(), client_certificates = cfg.client_ca.is_some(), "TLS on for the gRPC and HTTP listeners");
         let this = tls.clone();
-        crate::auth::reload::watch_files("TLS certificate", paths, Some(texts), cfg.reload_interval, stop, move |texts| {
+        crate::auth::reload::watch_files("TLS certificate", paths, texts, cfg.reload_interval, stop, move |texts| {
             this.apply(texts).map_err(|e| e.to_string())
         });
         Ok(tls)

@@ -153,7 +153,7 @@ impl JwtVerifier {
                 tracing::info!(path = %path.display(), keys = keys.len(), issuer = %cfg.issuer, "JWT keys loaded");
                 let v = Arc::new(Self { cfg, keys: RwLock::new(Arc::new(keys)), remote: None });
                 let this = v.clone();
-                super::reload::watch_file("JWKS", path, reload, stop, move |text| {
+                super::reload::watch_file("JWKS", path, text, reload, stop, move |text| {
                     let keys = parse_jwks(text)?;
                     let n = keys.len();
                     this.install(keys);

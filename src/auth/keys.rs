@@ -24,7 +24,6 @@ type Hash = [u8; 32];
 
 /// The keys in force, swapped whole on reload.
 pub struct KeySet {
-    path: PathBuf,
     current: RwLock<Arc<HashMap<Hash, Principal>>>,
 }
 
@@ -121,15 +120,24 @@ pub fn parse(text: &[u8]) -> Result<HashMap<Hash, Principal>, KeyFileError> {
 }
 
 impl KeySet {
-    /// Loads the file; at start-up a broken file is an error.
-    pub async fn load(path: PathBuf) -> anyhow::Result<Arc<Self>> {
+    /// Loads the file (at start-up a broken file is an error) and re-reads it every
+    /// `interval` until `stop` (see [`super::reload::watch_file`]).
+    pub async fn load(path: PathBuf, interval: Duration, stop: CancellationToken) -> anyhow::Result<Arc<Self>> {
         let text = tokio::fs::read(&path).await.map_err(|e| KeyFileError::Read(e.kind()))?;
         let keys = parse(&text)?;
         if keys.is_empty() {
             tracing::warn!(path = %path.display(), "the API key file holds no keys: every call will be refused");
         }
         tracing::info!(path = %path.display(), keys = keys.len(), "API keys loaded");
-        Ok(Arc::new(Self { path, current: RwLock::new(Arc::new(keys)) }))
+        let this = Arc::new(Self { current: RwLock::new(Arc::new(keys)) });
+        let set = this.clone();
+        super::reload::watch_file("API key", path, text, interval, stop, move |text| {
+            let keys = parse(text).map_err(|e| e.to_string())?;
+            let n = keys.len();
+            *set.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(keys);
+            Ok(n)
+        });
+        Ok(this)
     }
 
     /// The principal of a presented key, if it is one of ours. The key is hashed first, so
@@ -145,17 +153,6 @@ impl KeySet {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
-    }
-
-    /// Re-reads the file every `interval` until `stop` (see [`super::reload::watch_file`]).
-    pub fn watch(self: Arc<Self>, interval: Duration, stop: CancellationToken) {
-        let path = self.path.clone();
-        super::reload::watch_file("API key", path, interval, stop, move |text| {
-            let keys = parse(text).map_err(|e| e.to_string())?;
-            let n = keys.len();
-            *self.current.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(keys);
-            Ok(n)
-        });
     }
 }
 

@@ -120,11 +120,7 @@ impl Authenticator {
     pub async fn from_config(cfg: &AuthConfig, stop: CancellationToken) -> anyhow::Result<Self> {
         let keys = match &cfg.api_keys {
             None => None,
-            Some(path) => {
-                let keys = KeySet::load(path.clone()).await?;
-                keys.clone().watch(cfg.reload_interval(), stop.clone());
-                Some(keys)
-            }
+            Some(path) => Some(KeySet::load(path.clone(), cfg.reload_interval(), stop.clone()).await?),
         };
         let jwt = match &cfg.jwt {
             None => None,

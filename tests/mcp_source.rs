@@ -185,7 +185,7 @@ async fn a_run_reuses_one_session_with_headers_resolved_once_and_concurrent_runs
 async fn end_run_releases_the_runs_sessions_and_idle_sessions_expire() {
     let upstream = McpServer::start(vec![mcp_tool("lookup", "Look a record up.", &[])]).await;
     let mut cfg = config();
-    cfg.mcp_client.session_idle = Duration::from_millis(100);
+    cfg.mcp_client.session_idle = Duration::from_secs(1);
     let s = TestServer::start_with(cfg).await;
     s.create("agent", crm(vec![mcp_source("crm-mcp", &upstream.url(), &[])])).await;
     let call = |id: &'static str| s.call_result("agent", "run-1", id, "call_tool", call_crm("lookup", json!({})));
@@ -198,11 +198,27 @@ async fn end_run_releases_the_runs_sessions_and_idle_sessions_expire() {
     assert_eq!(sessions[0], sessions[1]);
     assert_ne!(sessions[1], sessions[2], "EndRun closed the run's session");
 
-    // Idle past the limit (the sweeper runs every 50 ms here): the next call opens a new one.
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    // Idle past the limit (the sweeper runs every 250 ms here): the next call opens a new one.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
     call("4").await;
     let sessions: Vec<String> = upstream.calls().iter().map(|c| c.session.clone()).collect();
     assert_ne!(sessions[2], sessions[3], "the idle session expired");
+}
+
+#[tokio::test]
+async fn a_session_in_use_longer_than_the_idle_time_is_kept_and_idle_counts_from_the_end_of_its_call() {
+    let upstream = McpServer::start(vec![mcp_tool("pause_lookup", "Looks a record up, slowly.", &[]), mcp_tool("lookup", "Look a record up.", &[])]).await;
+    let mut cfg = config();
+    // The call takes 1.5 s: five times the idle time, with the sweeper running every 75 ms.
+    cfg.mcp_client.session_idle = Duration::from_millis(300);
+    let s = TestServer::start_with(cfg).await;
+    s.create("agent", crm(vec![mcp_source("crm-mcp", &upstream.url(), &[])])).await;
+    let (r, is_error) = s.call_result("agent", "run-1", "1", "call_tool", call_crm("pause_lookup", json!({}))).await;
+    assert!(!is_error, "{r}");
+    let (r, is_error) = s.call_result("agent", "run-1", "2", "call_tool", call_crm("lookup", json!({}))).await;
+    assert!(!is_error, "{r}");
+    let sessions: Vec<String> = upstream.calls().iter().map(|c| c.session.clone()).collect();
+    assert_eq!(sessions[0], sessions[1], "the session was not closed while its call ran");
 }
 
 #[tokio::test]

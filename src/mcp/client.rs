@@ -62,7 +62,26 @@ type SessionKey = (String, String, String, String);
 
 struct Slot {
     session: OnceCell<Arc<Session>>,
-    last_used: Mutex<Instant>,
+    /// When its last use ended (or the first began), and how many uses are in progress: a
+    /// session in use is never idle, however long its call takes.
+    uses: Mutex<(Instant, usize)>,
+}
+
+/// One use of a slot's session; dropping it ends the use.
+struct InUse(Arc<Slot>);
+
+impl InUse {
+    fn begin(slot: Arc<Slot>) -> Self {
+        slot.uses.lock().expect("slot lock").1 += 1;
+        Self(slot)
+    }
+}
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        let mut uses = self.0.uses.lock().expect("slot lock");
+        *uses = (Instant::now(), uses.1 - 1);
+    }
 }
 
 /// The MCP client side: sessions per (run, source), concurrency limits per source.
@@ -147,24 +166,27 @@ impl McpClients {
         }
     }
 
-    /// The run's session with a source, opened (and its headers resolved) on first use.
-    async fn session(&self, key: &SessionKey, source: &McpSource, run: &RunContext) -> Result<Arc<Session>, String> {
-        let slot = {
+    /// The run's session with a source, opened (and its headers resolved) on first use; in
+    /// use until the returned guard is dropped.
+    async fn session(&self, key: &SessionKey, source: &McpSource, run: &RunContext) -> Result<(Arc<Session>, InUse), String> {
+        let in_use = {
             let mut sessions = self.sessions.lock().expect("sessions lock");
-            sessions
+            let slot = sessions
                 .entry(key.clone())
-                .or_insert_with(|| Arc::new(Slot { session: OnceCell::new(), last_used: Mutex::new(Instant::now()) }))
-                .clone()
+                .or_insert_with(|| Arc::new(Slot { session: OnceCell::new(), uses: Mutex::new((Instant::now(), 0)) }))
+                .clone();
+            InUse::begin(slot)
         };
-        *slot.last_used.lock().expect("slot lock") = Instant::now();
-        let session = slot
+        let session = in_use
+            .0
             .session
             .get_or_try_init(|| async {
                 let headers = self.resolve_headers(source, &key.0, Some(run))?;
                 self.open(&key.3, &source.url, headers).await.map(Arc::new)
             })
-            .await?;
-        Ok(session.clone())
+            .await?
+            .clone();
+        Ok((session, in_use))
     }
 
     /// Lists a source's tools. With a run, through the run's session (headers of the run);
@@ -173,7 +195,7 @@ impl McpClients {
         let tools = match run.filter(|r| !r.run_id.is_empty()) {
             Some(run) => {
                 let key = (tenant.to_string(), agent_id.to_string(), run.run_id.clone(), source_id.to_string());
-                let session = self.session(&key, source, run).await?;
+                let (session, _in_use) = self.session(&key, source, run).await?;
                 self.list_on(&session).await
             }
             None => {
@@ -225,7 +247,7 @@ impl McpClients {
         let own_run = run.run_id.is_empty();
         let run_id = if own_run { format!("\u{0}call-{}", rand::random::<u64>()) } else { run.run_id.clone() };
         let key = (tenant.to_string(), agent_id.to_string(), run_id, source_id.to_string());
-        let session = match self.session(&key, source, run).await {
+        let (session, in_use) = match self.session(&key, source, run).await {
             Ok(s) => s,
             Err(e) => {
                 self.sessions.lock().expect("sessions lock").remove(&key);
@@ -271,6 +293,7 @@ impl McpClients {
                 Execution::Lost(short(&e.to_string()))
             }
         };
+        drop(in_use);
         if own_run {
             self.sessions.lock().expect("sessions lock").remove(&key);
             if let Some(s) = Arc::into_inner(session) {
@@ -310,7 +333,10 @@ impl McpClients {
             let mut sessions = self.sessions.lock().expect("sessions lock");
             let keys: Vec<SessionKey> = sessions
                 .iter()
-                .filter(|(_, s)| s.last_used.lock().expect("slot lock").elapsed() >= idle)
+                .filter(|(_, s)| {
+                    let (since, in_use) = *s.uses.lock().expect("slot lock");
+                    in_use == 0 && since.elapsed() >= idle
+                })
                 .map(|(k, _)| k.clone())
                 .collect();
             keys.iter().filter_map(|k| sessions.remove(k)).collect()

@@ -173,6 +173,9 @@ impl ServerHandler for Recording {
         if r.name.starts_with("slow") {
             tokio::time::sleep(Duration::from_secs(5)).await;
         }
+        if r.name.starts_with("pause") {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+        }
         if r.name.starts_with("fail") {
             return Ok(CallToolResult::error(vec![ContentBlock::text("the upstream tool failed")]).into());
         }

@@ -532,12 +532,18 @@ async fn the_sources_concurrency_limit_makes_extra_calls_busy() {
     let s = TestServer::start_with(cfg).await;
     let mut source = mcp_source("crm-mcp", &upstream.url(), &[]);
     mcp_of(&mut source).max_concurrency = 1;
-    mcp_of(&mut source).timeout = Some(prost_types::Duration { seconds: 0, nanos: 400_000_000 });
+    mcp_of(&mut source).timeout = Some(prost_types::Duration { seconds: 1, nanos: 500_000_000 });
     s.create("agent", crm(vec![source])).await;
-    let ((first, _), (second, _)) = tokio::join!(
-        s.call_result("agent", "r1", "1", "call_tool", call_crm("slow_write", json!({}))),
-        s.call_result("agent", "r2", "2", "call_tool", call_crm("slow_write", json!({}))),
-    );
+    // The second call is made once the first is at the server, holding the only slot.
+    let ((first, _), (second, _)) = tokio::join!(s.call_result("agent", "r1", "1", "call_tool", call_crm("slow_write", json!({}))), async {
+        for _ in 0..500 {
+            if !upstream.calls().is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        s.call_result("agent", "r2", "2", "call_tool", call_crm("slow_write", json!({}))).await
+    });
     let mut errors = [first["error"].as_str().unwrap().to_string(), second["error"].as_str().unwrap().to_string()];
     errors.sort();
     assert_eq!(errors, ["busy", "outcome_unknown"], "{first} {second}");

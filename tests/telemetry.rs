@@ -448,7 +448,8 @@ async fn metrics_count_rpcs_tool_calls_searches_deferrals_and_store_operations()
 async fn shutdown_refuses_new_calls_and_lets_calls_in_flight_finish() {
     let _serial = SERIAL.lock().await;
     let fast = spawn_executor(Behaviour::Echo).await;
-    let slow = spawn_executor(Behaviour::Sleep(Duration::from_millis(500))).await;
+    let gate = Gate::new();
+    let slow = spawn_executor(Behaviour::Gate(gate.clone())).await;
     let mut def = ops_definition(&fast.endpoint(), &slow.endpoint());
     // Long enough to finish: the 100 ms deadline would turn it into an uncertain outcome.
     if let Some(pb::tool_source::Kind::Function(f)) = &mut def.sources[1].kind {
@@ -496,6 +497,8 @@ async fn shutdown_refuses_new_calls_and_lets_calls_in_flight_finish() {
     assert_eq!(refused.code(), tonic::Code::Unavailable, "{refused:?}");
     assert_eq!(fast.calls(), 0, "the refused call did not run");
 
+    // The call in flight is let go only now, after the drain has been watched.
+    gate.open();
     let finished = tokio::time::timeout(Duration::from_secs(5), in_flight).await.expect("in-flight call finished").unwrap();
     let outcome = finished.expect("the call in flight succeeds").into_inner().outcome.unwrap();
     let (content, is_error) = result_of(&outcome);

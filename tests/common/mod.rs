@@ -147,6 +147,33 @@ pub enum Behaviour {
     Fail(String),
     /// Answers a gRPC status.
     Status(tonic::Code),
+    /// Waits (at most 30 s) until the test opens the gate, then answers like `Echo`.
+    Gate(Gate),
+}
+
+/// Holds calls of a `Behaviour::Gate` executor until opened: a test makes calls overlap, or
+/// looks at a call in flight, without betting on how long a sleep lasts.
+#[derive(Clone, Debug)]
+pub struct Gate(Arc<tokio::sync::watch::Sender<bool>>);
+
+impl Gate {
+    pub fn new() -> Self {
+        Self(Arc::new(tokio::sync::watch::channel(false).0))
+    }
+
+    pub fn open(&self) {
+        self.0.send_replace(true);
+    }
+
+    pub fn close(&self) {
+        self.0.send_replace(false);
+    }
+
+    async fn pass(&self) {
+        let mut rx = self.0.subscribe();
+        let opened = tokio::time::timeout(Duration::from_secs(30), rx.wait_for(|open| *open)).await;
+        assert!(opened.is_ok(), "the test never opened the gate");
+    }
 }
 
 #[derive(Clone)]
@@ -199,6 +226,7 @@ impl ToolExecutor for FakeExecutor {
         match &self.behaviour {
             Behaviour::Echo => {}
             Behaviour::Sleep(d) => tokio::time::sleep(*d).await,
+            Behaviour::Gate(g) => g.pass().await,
             Behaviour::Fail(m) => {
                 return Ok(Response::new(pb::ExecuteResponse { content_json: serde_json::json!(m).to_string(), is_error: true }));
             }
@@ -250,6 +278,17 @@ impl ExecutorHandle {
         self.exec.last_traceparent.lock().unwrap().clone()
     }
 
+    /// Waits (at most 10 s) until `n` calls are executing at once.
+    pub async fn wait_inflight(&self, n: usize) {
+        for _ in 0..1000 {
+            if self.exec.inflight.load(Ordering::SeqCst) >= n {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("never {n} calls in flight at once");
+    }
+
     pub fn max_inflight(&self) -> usize {
         self.exec.max_inflight.load(Ordering::SeqCst)
     }
@@ -275,11 +314,14 @@ pub fn parse_grpc_timeout(v: &str) -> Duration {
     }
 }
 
-/// An endpoint on which nothing listens (the port was bound, then released).
+/// An endpoint on which nothing listens: connecting to it is refused.
 pub async fn refused_endpoint() -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().unwrap();
-    drop(listener);
+    // Bound but not listening, and kept so for the whole test binary: connecting is refused,
+    // and no other test's listener can be given the port meanwhile.
+    let socket = tokio::net::TcpSocket::new_v4().expect("socket");
+    socket.bind("127.0.0.1:0".parse().unwrap()).expect("bind");
+    let addr = socket.local_addr().unwrap();
+    std::mem::forget(socket);
     format!("http://{addr}")
 }
 
@@ -363,6 +405,14 @@ pub struct EventLog(Arc<std::sync::Mutex<Vec<std::collections::BTreeMap<String, 
 impl EventLog {
     pub fn capture() -> (EventLog, tracing::subscriber::DefaultGuard) {
         use tracing_subscriber::layer::SubscriberExt;
+        // With this thread's subscriber the only one in the process, tracing asks whichever
+        // thread first reaches an event whether it is wanted; a test thread without a
+        // subscriber answers "never" for good, and this capture misses the event. A second,
+        // process-wide subscriber makes tracing ask all of them.
+        static GLOBAL: std::sync::Once = std::sync::Once::new();
+        GLOBAL.call_once(|| {
+            let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+        });
         let log = EventLog::default();
         let subscriber = tracing_subscriber::registry().with(log.clone());
         (log, tracing::subscriber::set_default(subscriber))

@@ -7,7 +7,7 @@
 //! executor, toolrouter (SQLite file store, then the in-memory store) and the clients.
 //! Knobs (environment): BENCH_LAT_CALLS (3000), BENCH_TP_CALLS (20000), BENCH_TASKS (64),
 //! BENCH_CHANNELS (4); for profiling one path, BENCH_STORES (file,memory) and BENCH_MODES
-//! (direct,bare,once,anon,store). `bare` is a minimal tonic pass-through proxy: the cost of
+//! (direct,bare,once,anon,store; `run` adds a run id without tool_call_id). `bare` is a minimal tonic pass-through proxy: the cost of
 //! the extra hop that any gRPC proxy pays, measured in the same run.
 
 use std::net::SocketAddr;
@@ -163,6 +163,8 @@ enum Mode {
     ExactlyOnce,
     /// Neither run id nor tool_call_id: no pinning, no idempotency record.
     Anonymous,
+    /// A run id without tool_call_id: run pinning, no idempotency record (`BENCH_MODES=run`).
+    RunOnly,
     /// No gRPC at all: the store's claim + outcome writes of one call.
     StoreOnly,
     /// A minimal tonic pass-through (`Execute` in, `Execute` out, nothing else) on toolrouter's
@@ -176,6 +178,7 @@ impl Mode {
             Mode::Direct => "direct ToolExecutor.Execute",
             Mode::ExactlyOnce => "proxied, run + tool_call_id",
             Mode::Anonymous => "proxied, no run/tool_call_id",
+            Mode::RunOnly => "proxied, run, no tool_call_id",
             Mode::StoreOnly => "store only: claim + finish",
             Mode::Bare => "bare gRPC pass-through proxy",
         }
@@ -203,8 +206,12 @@ async fn one_call(ch: &Channel, mode: Mode, run: &str, id: &str, call_args: &str
             assert!(!r.is_error && r.content_json == FIXED, "unexpected direct result {r:?}");
         }
         Mode::StoreOnly => unreachable!("store-only calls make no gRPC call"),
-        Mode::ExactlyOnce | Mode::Anonymous => {
-            let (run, id) = if mode == Mode::ExactlyOnce { (run, id) } else { ("", "") };
+        Mode::ExactlyOnce | Mode::Anonymous | Mode::RunOnly => {
+            let (run, id) = match mode {
+                Mode::ExactlyOnce => (run, id),
+                Mode::RunOnly => (run, ""),
+                _ => ("", ""),
+            };
             let r = RouterClient::new(ch.clone())
                 .handle_tool_call(pb::HandleToolCallRequest {
                     agent: Some(pb::AgentRef { agent_id: AGENT.into(), version: 0 }),
@@ -431,7 +438,7 @@ async fn bench_store(
 
     let store_url = cfg_store.clone();
     let modes: Vec<Mode> =
-        [Mode::Direct, Mode::Bare, Mode::ExactlyOnce, Mode::Anonymous].into_iter().filter(|m| s.modes.contains(m)).collect();
+        [Mode::Direct, Mode::Bare, Mode::ExactlyOnce, Mode::RunOnly, Mode::Anonymous].into_iter().filter(|m| s.modes.contains(m)).collect();
     let chans_of = |m: Mode| match m {
         Mode::Direct => &direct,
         Mode::Bare => &bare,
@@ -481,6 +488,7 @@ fn main() {
                 "bare" => Some(Mode::Bare),
                 "once" => Some(Mode::ExactlyOnce),
                 "anon" => Some(Mode::Anonymous),
+                "run" => Some(Mode::RunOnly),
                 "store" => Some(Mode::StoreOnly),
                 _ => None,
             })

@@ -7,10 +7,10 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// Polls `path` every `interval` until `stop`. When the contents differ from `in_force` (those
-/// read and applied at start-up) or from the last seen ones, `apply` parses and installs them (returning how many entries) or refuses them with a
-/// message that must not quote the file; the last good contents stay in force. Contents are
-/// compared, not modification times: a Kubernetes Secret volume swaps its `..data` symlink,
-/// which a read through the path follows.
+/// read and applied at start-up) or from the last seen ones, `apply` parses and installs them
+/// (returning how many entries) or refuses them with a message that must not quote the file;
+/// the last good contents stay in force. Contents are compared, not modification times: a
+/// Kubernetes Secret volume swaps its `..data` symlink, which a read through the path follows.
 pub fn watch_file<F>(what: &'static str, path: PathBuf, in_force: Vec<u8>, interval: Duration, stop: CancellationToken, apply: F)
 where
     F: Fn(&[u8]) -> Result<usize, String> + Send + 'static,

@@ -21,3 +21,11 @@ pub mod server;
 pub mod store;
 pub mod telemetry;
 pub mod tls;
+
+/// Lets the other tasks of a current-thread test runtime run until they wait.
+#[cfg(test)]
+pub(crate) async fn settle() {
+    for _ in 0..20 {
+        tokio::task::yield_now().await;
+    }
+}

@@ -18,21 +18,6 @@ fn list_agents() -> pb::ListAgentsRequest {
     pb::ListAgentsRequest::default()
 }
 
-/// Retries `probe` every 20 ms until it is true; fails after 5 s.
-async fn eventually<F, Fut>(what: &str, mut probe: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..250 {
-        if probe().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
-
 async fn key_works(s: &TestServer, key: &str) -> bool {
     s.registry_as(key).list_agents(list_agents()).await.is_ok()
 }

@@ -536,12 +536,7 @@ async fn the_sources_concurrency_limit_makes_extra_calls_busy() {
     s.create("agent", crm(vec![source])).await;
     // The second call is made once the first is at the server, holding the only slot.
     let ((first, _), (second, _)) = tokio::join!(s.call_result("agent", "r1", "1", "call_tool", call_crm("slow_write", json!({}))), async {
-        for _ in 0..500 {
-            if !upstream.calls().is_empty() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        eventually("the first call reaches the server", || async { !upstream.calls().is_empty() }).await;
         s.call_result("agent", "r2", "2", "call_tool", call_crm("slow_write", json!({}))).await
     });
     let mut errors = [first["error"].as_str().unwrap().to_string(), second["error"].as_str().unwrap().to_string()];

@@ -171,21 +171,6 @@ async fn https_get(addr: SocketAddr, path: &str, config: rustls::ClientConfig) -
     Ok((status, r.text().await?))
 }
 
-/// Retries `probe` every 20 ms until it is true; fails after 5 s.
-async fn eventually<F, Fut>(what: &str, mut probe: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    for _ in 0..250 {
-        if probe().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    panic!("timed out waiting for: {what}");
-}
-
 /// One process-wide log capture (thread-local subscribers race over tracing's cached callsite
 /// interest when tests run in parallel).
 fn logs() -> &'static EventLog {

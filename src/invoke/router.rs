@@ -832,15 +832,9 @@ fn decode_outcome(text: &str) -> Result<Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::settle;
     use crate::catalog::{AgentDefinition, ClientSource, ToolDeclaration, ToolSource};
     use crate::store::Store;
-
-    /// Lets the other tasks of this (current-thread) runtime run until they wait.
-    async fn settle() {
-        for _ in 0..20 {
-            tokio::task::yield_now().await;
-        }
-    }
 
     #[tokio::test]
     async fn a_call_cancelled_while_its_claim_is_queued_still_runs_and_its_retry_gets_the_outcome() {

@@ -756,13 +756,7 @@ fn set_default_tx(tx: &rusqlite::Transaction<'_>, tenant: &str, agent_id: &str, 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Lets the other tasks of this (current-thread) runtime run until they wait.
-    async fn settle() {
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-    }
+    use crate::settle;
 
     #[tokio::test]
     async fn a_queued_claim_is_written_when_the_waiter_handed_the_writer_is_cancelled() {

@@ -278,15 +278,10 @@ impl ExecutorHandle {
         self.exec.last_traceparent.lock().unwrap().clone()
     }
 
-    /// Waits (at most 10 s) until `n` calls are executing at once.
+    /// Waits until `n` calls are executing at once.
     pub async fn wait_inflight(&self, n: usize) {
-        for _ in 0..1000 {
-            if self.exec.inflight.load(Ordering::SeqCst) >= n {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        panic!("never {n} calls in flight at once");
+        let inflight = &self.exec.inflight;
+        eventually(&format!("{n} calls in flight at once"), || async move { inflight.load(Ordering::SeqCst) >= n }).await;
     }
 
     pub fn max_inflight(&self) -> usize {
@@ -300,6 +295,21 @@ impl ExecutorHandle {
 }
 
 /// Parses a `grpc-timeout` header value (`<digits><unit>`, unit one of H M S m u n).
+/// Retries `probe` every 20 ms until it is true; fails after 10 s (room for a loaded machine).
+pub async fn eventually<F, Fut>(what: &str, mut probe: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for _ in 0..500 {
+        if probe().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
 pub fn parse_grpc_timeout(v: &str) -> Duration {
     let (digits, unit) = v.split_at(v.len() - 1);
     let n: u64 = digits.parse().expect("grpc-timeout digits");

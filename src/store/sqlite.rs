@@ -799,4 +799,27 @@ mod tests {
         finish.await.expect("join").expect("finish");
         assert_eq!(after.await.expect("join").expect("claim"), Claim::Done("outcome".into()));
     }
+
+    #[tokio::test]
+    async fn a_failed_statement_fails_its_whole_batch_and_writes_nothing() {
+        let store = SqliteStore::open("sqlite::memory:").await.expect("open");
+        // An insert that fails (the statement aborts; the transaction would go on).
+        store
+            .db
+            .writer_async()
+            .await
+            .execute_batch("CREATE TRIGGER refuse BEFORE INSERT ON tool_calls WHEN NEW.tool_call_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END;")
+            .expect("trigger");
+        let held = store.hold_writer().await;
+        let s = store.clone();
+        let good = tokio::spawn(async move { s.claim_call("t", "a", "run", "good", 1).await });
+        settle().await;
+        let s = store.clone();
+        let bad = tokio::spawn(async move { s.claim_call("t", "a", "run", "bad", 1).await });
+        settle().await;
+        drop(held);
+        assert!(matches!(good.await.expect("join"), Err(StoreError::Batch(_))), "the batch failed as a whole");
+        assert!(matches!(bad.await.expect("join"), Err(StoreError::Batch(_))));
+        assert_eq!(store.call_state("t", "a", "run", "good").await.expect("state"), None, "nothing of the batch was written");
+    }
 }

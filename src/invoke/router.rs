@@ -545,6 +545,7 @@ impl Router {
         // Like a claimed tool call, the accepted resolution runs to its end even if this
         // request is cancelled, so a retry finds the stored result instead of a record stuck
         // executing.
+        // `Ok(Err(row))`: another resolution was stored first; it is compared below.
         let this = self.clone();
         let (owned_tenant, owned_id, text) = (tenant.to_string(), id.to_string(), resolution_text.clone());
         let work = async move {

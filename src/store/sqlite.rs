@@ -758,6 +758,14 @@ mod tests {
     use super::*;
     use crate::settle;
 
+    /// Starts a claim on a task of its own and lets it reach the queue (the writer is held).
+    async fn queued_claim(store: &SqliteStore, call_id: &'static str, now: i64) -> tokio::task::JoinHandle<Result<Claim, StoreError>> {
+        let s = store.clone();
+        let task = tokio::spawn(async move { s.claim_call("t", "a", "run", call_id, now).await });
+        settle().await;
+        task
+    }
+
     #[tokio::test]
     async fn a_queued_claim_is_written_when_the_waiter_handed_the_writer_is_cancelled() {
         let store = SqliteStore::open("sqlite::memory:").await.expect("open");
@@ -767,9 +775,7 @@ mod tests {
         let waiter = tokio::spawn(async move { drop(db.writer_async().await) });
         settle().await;
         // A's claim is queued while the writer is taken.
-        let s = store.clone();
-        let claim = tokio::spawn(async move { s.claim_call("t", "a", "run", "call-1", 1).await });
-        settle().await;
+        let claim = queued_claim(&store, "call-1", 1).await;
         drop(held); // hands the writer to C, so the queue cannot be written on letting go
         waiter.abort();
         let claimed = tokio::time::timeout(Duration::from_secs(5), claim).await;
@@ -781,18 +787,12 @@ mod tests {
         let store = SqliteStore::open("sqlite::memory:").await.expect("open");
         let held = store.hold_writer().await;
         // Queued one after the other while the writer is taken: one batch, in queue order.
-        let s = store.clone();
-        let first = tokio::spawn(async move { s.claim_call("t", "a", "run", "c1", 1).await });
-        settle().await;
-        let s = store.clone();
-        let duplicate = tokio::spawn(async move { s.claim_call("t", "a", "run", "c1", 2).await });
-        settle().await;
+        let first = queued_claim(&store, "c1", 1).await;
+        let duplicate = queued_claim(&store, "c1", 2).await;
         let s = store.clone();
         let finish = tokio::spawn(async move { s.finish_call("t", "a", "run", "c1", "outcome", 3).await });
         settle().await;
-        let s = store.clone();
-        let after = tokio::spawn(async move { s.claim_call("t", "a", "run", "c1", 4).await });
-        settle().await;
+        let after = queued_claim(&store, "c1", 4).await;
         drop(held);
         assert_eq!(first.await.expect("join").expect("claim"), Claim::New);
         assert_eq!(duplicate.await.expect("join").expect("claim"), Claim::Running { since: 1 });
@@ -811,12 +811,8 @@ mod tests {
             .execute_batch("CREATE TRIGGER refuse BEFORE INSERT ON tool_calls WHEN NEW.tool_call_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END;")
             .expect("trigger");
         let held = store.hold_writer().await;
-        let s = store.clone();
-        let good = tokio::spawn(async move { s.claim_call("t", "a", "run", "good", 1).await });
-        settle().await;
-        let s = store.clone();
-        let bad = tokio::spawn(async move { s.claim_call("t", "a", "run", "bad", 1).await });
-        settle().await;
+        let good = queued_claim(&store, "good", 1).await;
+        let bad = queued_claim(&store, "bad", 1).await;
         drop(held);
         assert!(matches!(good.await.expect("join"), Err(StoreError::Batch(_))), "the batch failed as a whole");
         assert!(matches!(bad.await.expect("join"), Err(StoreError::Batch(_))));

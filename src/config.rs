@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::clock::{Clock, SystemClock};
 use crate::invoke::RouterConfig;
-use crate::invoke::executor::ExecutorConfig;
+use crate::upstream::UpstreamConfig;
 
 #[derive(Debug, Parser)]
 #[command(name = "toolrouter", version, about = "Routes LLM tool calls: grouped discovery, validation, executors, deferred records")]
@@ -123,7 +123,7 @@ pub struct ServeArgs {
     /// Without tenant= a secret is usable only while authentication is off (repeatable; the
     /// environment variable takes a comma-separated list).
     #[arg(long = "secret", value_name = "NAME=env:VAR|NAME=file:PATH[;tenant=ID][;host=PATTERN]", env = "TOOLROUTER_SECRETS", value_delimiter = ',', value_parser = parse_secret)]
-    pub secrets: Vec<(String, crate::mcp::Secret)>,
+    pub secrets: Vec<(String, crate::upstream::Secret)>,
     /// A Host accepted by the MCP endpoint besides the loopback names, e.g. the Kubernetes
     /// Service name (repeatable; the environment variable takes a comma-separated list).
     #[arg(long = "mcp-allowed-host", value_name = "HOST[:PORT]", env = "TOOLROUTER_MCP_ALLOWED_HOSTS", value_delimiter = ',')]
@@ -154,37 +154,11 @@ pub struct ServeArgs {
     // ----- end outbound -----
 }
 
-fn parse_secret(spec: &str) -> Result<(String, crate::mcp::Secret), String> {
-    crate::mcp::secrets::parse_spec(spec).map_err(|e| e.to_string())
+fn parse_secret(spec: &str) -> Result<(String, crate::upstream::Secret), String> {
+    crate::upstream::secrets::parse_spec(spec).map_err(|e| e.to_string())
 }
 
-// ----- security: authentication and limits (issue 6) -----
-/// Request limits (SPEC §9). The query limit is fixed: `control::discovery::MAX_QUERY_BYTES`.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Limits {
-    pub max_message_bytes: usize,
-    pub max_schema_bytes: usize,
-    pub max_schema_depth: usize,
-    pub max_arguments_bytes: usize,
-    pub rate: crate::auth::limits::RateLimit,
-    pub max_runs_per_tenant: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Self {
-            // Room for a definition at the default 16 MiB limit and its request envelope.
-            max_message_bytes: 17 * 1024 * 1024,
-            max_schema_bytes: 256 * 1024,
-            max_schema_depth: 64,
-            max_arguments_bytes: 1024 * 1024,
-            // Above the SPEC's 10,000 calls/s per replica, so one tenant can reach it.
-            rate: crate::auth::limits::RateLimit { per_second: 10_000.0, burst: 20_000 },
-            max_runs_per_tenant: 100_000,
-        }
-    }
-}
-// ----- end security -----
+pub use crate::auth::limits::Limits;
 
 /// Everything the server needs, ready to use.
 #[derive(Debug, Clone)]
@@ -193,7 +167,8 @@ pub struct ServerConfig {
     pub http_addr: SocketAddr,
     pub store: String,
     pub max_definition_bytes: usize,
-    pub executor: ExecutorConfig,
+    /// Executors and MCP servers: deadlines, concurrency, sessions.
+    pub upstream: UpstreamConfig,
     pub router: RouterConfig,
     pub clock: Arc<dyn Clock>,
     /// How long shutdown waits for calls in flight.
@@ -206,9 +181,8 @@ pub struct ServerConfig {
     /// TLS on both listeners; `None` = plaintext.
     pub tls: Option<crate::tls::TlsConfig>,
     // ----- end security -----
-    pub mcp_client: crate::mcp::McpClientConfig,
-    pub mcp_endpoint: crate::mcp::McpEndpointConfig,
-    pub secrets: crate::mcp::Secrets,
+    pub mcp_endpoint: crate::http::mcp::McpEndpointConfig,
+    pub secrets: crate::upstream::Secrets,
     /// How long tools listed upstream are used before they are listed again.
     pub tool_list_ttl: Duration,
     /// Allowed outbound targets and upstream TLS (issue 6 items 3, 6b).
@@ -223,7 +197,7 @@ impl ServerConfig {
             http_addr: "127.0.0.1:0".parse().expect("address"),
             store: "sqlite::memory:".into(),
             max_definition_bytes: 16 * 1024 * 1024,
-            executor: ExecutorConfig::default(),
+            upstream: UpstreamConfig::default(),
             router: RouterConfig::default(),
             clock: Arc::new(SystemClock),
             grace: Duration::from_secs(5),
@@ -232,7 +206,6 @@ impl ServerConfig {
             // Production limits, but no rate limit: benchmarks drive one tenant hard.
             limits: Limits { rate: crate::auth::limits::RateLimit::OFF, ..Limits::default() },
             tls: None,
-            mcp_client: Default::default(),
             mcp_endpoint: Default::default(),
             secrets: Default::default(),
             tool_list_ttl: crate::registry::LISTED_TOOLS_TTL,
@@ -249,7 +222,11 @@ impl From<ServeArgs> for ServerConfig {
             http_addr: a.http_addr,
             store: a.store,
             max_definition_bytes: a.max_definition_bytes,
-            executor: ExecutorConfig { default_timeout: Duration::from_millis(a.default_timeout_ms), ..Default::default() },
+            upstream: UpstreamConfig {
+                default_timeout: Duration::from_millis(a.default_timeout_ms),
+                session_idle: Duration::from_secs(a.mcp_session_idle_secs),
+                ..Default::default()
+            },
             router: RouterConfig { run_idle: Duration::from_secs(a.run_idle_secs), auto_pin: !a.disable_auto_pin, ..Default::default() },
             clock: Arc::new(SystemClock),
             grace: Duration::from_secs(20),
@@ -287,15 +264,10 @@ impl From<ServeArgs> for ServerConfig {
                 (Some(cert), Some(key)) => Some(crate::tls::TlsConfig { client_ca: a.tls_client_ca, ..crate::tls::TlsConfig::new(cert, key) }),
                 _ => None,
             },
-            mcp_client: crate::mcp::McpClientConfig {
-                session_idle: Duration::from_secs(a.mcp_session_idle_secs),
-                default_timeout: Duration::from_millis(a.default_timeout_ms),
-                ..Default::default()
-            },
-            mcp_endpoint: crate::mcp::McpEndpointConfig { allowed_hosts: a.mcp_allowed_hosts },
+            mcp_endpoint: crate::http::mcp::McpEndpointConfig { allowed_hosts: a.mcp_allowed_hosts },
             secrets: {
                 // A name given twice stops start-up (`Secrets::for_server`).
-                let mut s = crate::mcp::Secrets::default();
+                let mut s = crate::upstream::Secrets::default();
                 for (name, secret) in a.secrets {
                     s.insert_secret(name, secret);
                 }

@@ -1,26 +1,47 @@
-//! toolrouter: routes LLM tool calls (see README.md and SPEC).
+//! toolrouter: routes LLM tool calls (see README.md and SPEC). The modules, in the order a
+//! call flows through them:
+//!
+//! - edges: [`api`] (gRPC services), [`http`] (health, metrics, the MCP endpoint), with
+//!   [`auth`] (who is calling) and [`tls`] on the listeners;
+//! - [`admission`]: the caller's tenant, the run quota, in-flight accounting, the deadline;
+//! - [`invoke`]: runs, routing, exactly-once, deferral, execution;
+//! - [`upstream`] (executors and MCP servers, through [`outbound`]) and [`store`];
+//! - [`registry`] (versions and their compiled catalogs), [`control`] (the model-facing
+//!   control tools), [`catalog`] and [`search`].
+//!
+//! Shared below them: [`call`] (a call and what goes back), [`error`] (the one error
+//! vocabulary), [`telemetry`], [`clock`], [`pb`] (generated code). Above them: [`config`],
+//! [`server`] (wiring and shutdown) and [`cli`].
+
 pub mod api;
 pub mod auth;
+pub mod http;
+pub mod tls;
+
+pub mod admission;
+
+pub mod invoke;
+
+pub mod outbound;
+pub mod store;
+pub mod upstream;
+
 pub mod cache;
 pub mod catalog;
-pub mod cli;
-pub mod clock;
-pub mod config;
 pub mod control;
-pub mod demo;
-pub mod error;
-pub mod eval;
-pub mod http;
-pub mod invoke;
-pub mod mcp;
-pub mod outbound;
-pub mod pb;
 pub mod registry;
 pub mod search;
-pub mod server;
-pub mod store;
+
+pub mod call;
+pub mod clock;
+pub mod error;
+pub mod pb;
 pub mod telemetry;
-pub mod tls;
+
+pub mod cli;
+pub mod config;
+pub mod demo;
+pub mod server;
 
 /// Lets the other tasks of a current-thread test runtime run until they wait.
 #[cfg(test)]

@@ -7,30 +7,12 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::OnceCell;
 
 use crate::cache::{self, VersionCache};
-use crate::catalog::{AgentDefinition, Catalog, PreparedSource, ToolDeclaration, validate};
+use crate::call::RunContext;
+use crate::catalog::{AgentDefinition, Catalog, validate};
 use crate::clock::Clock;
 use crate::error::{Error, FieldViolation, Result};
-use crate::invoke::RunContext;
 use crate::store::{AgentRecord, Store, StoreError, VersionRecord};
-
-/// Lists tools that a definition does not declare (executor `ListTools`, MCP `tools/list`).
-#[async_trait::async_trait]
-pub trait ToolLister: Send + Sync {
-    /// Tools per source id, for the sources whose tools come from upstream (the tenant's
-    /// view: operator secrets in MCP headers are scoped to tenants).
-    async fn list(&self, def: &AgentDefinition, tenant: &str) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>);
-
-    /// A key for what a run's listing depends on (MCP headers bound to the run context);
-    /// `None`: the version's shared catalog serves the run.
-    fn run_key(&self, _sources: &[PreparedSource], _tenant: &str, _run: &RunContext) -> Option<u64> {
-        None
-    }
-
-    /// Lists with the run's headers (for a run whose `run_key` is `Some`).
-    async fn list_for_run(&self, def: &AgentDefinition, tenant: &str, _agent_id: &str, _run: &RunContext) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
-        self.list(def, tenant).await
-    }
-}
+use crate::upstream::{Secrets, ToolLister};
 
 #[derive(Debug, Clone)]
 pub struct Version {
@@ -69,7 +51,7 @@ pub struct Registry {
     /// Executor endpoints and MCP URLs must match it at registration (SPEC §9).
     outbound: Arc<crate::outbound::Policy>,
     /// Secrets named by MCP header bindings must be usable by the tenant at registration.
-    secrets: Arc<crate::mcp::Secrets>,
+    secrets: Arc<Secrets>,
     listed_tools_ttl: std::time::Duration,
 }
 
@@ -107,7 +89,7 @@ impl Registry {
             defaults: VersionCache::new(std::time::Duration::ZERO),
             pins: VersionCache::new(std::time::Duration::ZERO),
             outbound: Arc::new(crate::outbound::Policy::default()),
-            secrets: Arc::new(crate::mcp::Secrets::default()),
+            secrets: Arc::new(Secrets::default()),
             listed_tools_ttl: LISTED_TOOLS_TTL,
         }
     }
@@ -126,7 +108,7 @@ impl Registry {
         self
     }
 
-    pub fn with_secrets(mut self, secrets: Arc<crate::mcp::Secrets>) -> Self {
+    pub fn with_secrets(mut self, secrets: Arc<Secrets>) -> Self {
         self.secrets = secrets;
         self
     }
@@ -160,7 +142,7 @@ impl Registry {
         }
         validate::validate(def).map_err(Error::InvalidArgument)?;
         let mut refused = crate::outbound::violations(&self.outbound, def);
-        refused.extend(crate::mcp::secrets::violations(&self.secrets, tenant, def));
+        refused.extend(crate::upstream::secrets::violations(&self.secrets, tenant, def));
         if !refused.is_empty() {
             return Err(Error::InvalidArgument(refused));
         }
@@ -328,10 +310,9 @@ impl Registry {
             // Boxed: preparing is rare, and its future would otherwise sit inside every call's.
             .get_or_try_init(|| Box::pin(async {
                 let v = self.get_version(tenant, agent_id, version).await?;
-                let (listed, mut diagnostics) = match (&self.lister, run) {
-                    (Some(l), Some(run)) => l.list_for_run(&v.definition, tenant, agent_id, run).await,
-                    (Some(l), None) => l.list(&v.definition, tenant).await,
-                    (None, _) => (BTreeMap::new(), Vec::new()),
+                let (listed, mut diagnostics) = match &self.lister {
+                    Some(l) => l.list(&v.definition, tenant, agent_id, run).await,
+                    None => (BTreeMap::new(), Vec::new()),
                 };
                 *entry.prepared.lock().expect("prepared lock") = Some(std::time::Instant::now());
                 if !listed.is_empty() || !diagnostics.is_empty() {

@@ -27,9 +27,6 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{EnvFilter, Layer};
 
-use crate::catalog::{Catalog, SourceKind};
-use crate::control::ToolResult;
-
 pub use rpc::GrpcLayer;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -233,30 +230,21 @@ impl Injector for MetadataInjector<'_> {
 
 // ----- tool execution spans (OpenTelemetry GenAI semantic conventions) -----
 
-/// `gen_ai.tool.type` of a source: executors run functions; MCP tools are extensions.
-fn tool_type(kind: &SourceKind) -> &'static str {
-    match kind {
-        SourceKind::Mcp(_) => "extension",
-        SourceKind::Function(_) | SourceKind::Client(_) => "function",
-    }
-}
-
-/// The `execute_tool {name}` span of one execution of tool `i` (retries included).
+/// The `execute_tool {name}` span of one execution of a tool (retries included).
+/// `tool_type` is the GenAI `gen_ai.tool.type` (`function`; `extension` for MCP tools).
 /// Arguments are recorded only when the operator opted in.
-pub fn execute_tool_span(catalog: &Catalog, i: u32, call_id: &str, arguments_json: &str, with_arguments: bool) -> tracing::Span {
-    let tool = catalog.tool(i);
-    let source = &catalog.sources[tool.source];
+pub fn execute_tool_span(tool: &str, tool_type: &'static str, source_id: &str, call_id: &str, arguments_json: &str, with_arguments: bool) -> tracing::Span {
     let span = tracing::info_span!(
         "execute_tool",
-        otel.name = %format_args!("execute_tool {}", tool.name),
+        otel.name = %format_args!("execute_tool {tool}"),
         otel.kind = "internal",
         otel.status_code = Empty,
         gen_ai.operation.name = "execute_tool",
-        gen_ai.tool.name = %tool.name,
-        "gen_ai.tool.type" = tool_type(&source.kind),
+        gen_ai.tool.name = %tool,
+        "gen_ai.tool.type" = tool_type,
         gen_ai.tool.call.id = Empty,
         gen_ai.tool.call.arguments = Empty,
-        toolrouter.source.id = %source.id,
+        toolrouter.source.id = %source_id,
         "error.type" = Empty,
     );
     if !call_id.is_empty() {
@@ -268,27 +256,11 @@ pub fn execute_tool_span(catalog: &Catalog, i: u32, call_id: &str, arguments_jso
     span
 }
 
-/// Error codes toolrouter itself writes into results (`{"error": code, ...}`).
-const ROUTER_ERRORS: [&str; 4] = ["busy", "tool_unavailable", "timeout", "outcome_unknown"];
-
-/// Marks the span failed when the tool result is an error: `error.type` is toolrouter's code
-/// for faults it saw, `tool_error` when the tool itself answered with an error.
-pub fn record_tool_result(span: &tracing::Span, result: &ToolResult) {
-    if !result.is_error {
-        return;
-    }
-    let code = ROUTER_ERRORS.into_iter().find(|c| error_code_is(&result.content_json, c)).unwrap_or("tool_error");
-    span.record("error.type", code);
+/// Marks the span failed with `error.type`: toolrouter's fault code, or `tool_error` when the
+/// tool itself answered with an error.
+pub fn record_tool_error(span: &tracing::Span, error_type: &str) {
+    span.record("error.type", error_type);
     span.record("otel.status_code", "error");
-}
-
-/// Does this result text start with toolrouter's `{"error":"<code>"`? (Result objects keep
-/// key order, so the code is first.)
-pub(crate) fn error_code_is(content_json: &str, code: &str) -> bool {
-    content_json
-        .strip_prefix("{\"error\":\"")
-        .and_then(|rest| rest.strip_prefix(code))
-        .is_some_and(|rest| rest.starts_with('"'))
 }
 
 // ----- search spans -----
@@ -302,7 +274,7 @@ pub struct Search {
 
 impl Search {
     /// Starts a search span; records how many keywords the query has, never the query.
-    pub fn start(operation: &'static str, query: &str) -> Search {
+    pub fn start(operation: &'static str, query_keywords: usize) -> Search {
         let span = tracing::info_span!(
             "search",
             otel.name = operation,
@@ -311,9 +283,7 @@ impl Search {
             toolrouter.search.total = Empty,
             toolrouter.search.returned = Empty,
         );
-        if !span.is_disabled() {
-            span.record("toolrouter.search.query_keywords", crate::search::tokenize::keywords(query).len() as i64);
-        }
+        span.record("toolrouter.search.query_keywords", query_keywords as i64);
         Search { span: span.entered(), started: Instant::now() }
     }
 
@@ -337,7 +307,6 @@ impl Drop for Search {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::ToolResult;
 
     fn config(vars: &[(&str, &str)]) -> TelemetryConfig {
         let map: std::collections::HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
@@ -410,25 +379,10 @@ mod tests {
     }
 
     fn span_fields(with_arguments: bool) -> std::collections::BTreeMap<String, String> {
-        use crate::catalog::{AgentDefinition, FunctionSource, ToolDeclaration, ToolSource};
-        let def = AgentDefinition {
-            sources: vec![ToolSource {
-                id: "fs".into(),
-                kind: SourceKind::Function(FunctionSource {
-                    endpoint: "http://127.0.0.1:1".into(),
-                    tools: vec![ToolDeclaration { name: "lookup".into(), description: "Looks up.".into(), ..Default::default() }],
-                    timeout: None,
-                    max_concurrency: 0,
-                }),
-                ..Default::default()
-            }],
-            ..Default::default()
-        };
-        let catalog = Catalog::compile(&def, &Default::default());
         let fields = Fields::default();
         let _guard = tracing::subscriber::set_default(tracing_subscriber::registry().with(fields.clone()));
-        let span = execute_tool_span(&catalog, 0, "call-1", r#"{"card":"4111"}"#, with_arguments);
-        record_tool_result(&span, &ToolResult::error("timeout", "late"));
+        let span = execute_tool_span("lookup", "function", "fs", "call-1", r#"{"card":"4111"}"#, with_arguments);
+        record_tool_error(&span, "timeout");
         drop(span);
         fields.0.lock().unwrap().clone()
     }
@@ -452,13 +406,5 @@ mod tests {
     fn arguments_are_traced_only_when_the_operator_opts_in() {
         let f = span_fields(true);
         assert_eq!(f["gen_ai.tool.call.arguments"], r#"{"card":"4111"}"#);
-    }
-
-    #[test]
-    fn router_error_codes_are_recognised_by_prefix() {
-        let r = ToolResult::error("outcome_unknown", "x");
-        assert!(error_code_is(&r.content_json, "outcome_unknown"));
-        assert!(!error_code_is(&r.content_json, "outcome"));
-        assert!(!error_code_is(r#"{"echo":"outcome_unknown"}"#, "outcome_unknown"));
     }
 }

@@ -334,7 +334,7 @@ async fn deadline_on_idempotent_tool_says_safe_to_retry() {
 async fn default_deadline_reaches_the_executor() {
     let exec = spawn_executor(Behaviour::Echo).await;
     let mut cfg = toolrouter::config::ServerConfig::for_tests();
-    cfg.executor.default_timeout = Duration::from_secs(7);
+    cfg.upstream.default_timeout = Duration::from_secs(7);
     let s = TestServer::start_with(cfg).await;
     let mut def = crm_definition(&exec.endpoint());
     def.sources.push(with_function(function_source("util", &exec.endpoint(), vec![schema_tool("ping", any_object())]), |f| {
@@ -384,7 +384,7 @@ async fn refused_connection_retries_idempotent_tool_then_reports_not_run() {
     assert!(is_error);
     assert_eq!(content["error"], "tool_unavailable", "{content}");
     assert!(msg(&content).contains("not run"), "{content}");
-    let retries = toolrouter::invoke::executor::ExecutorConfig::default().max_retries as usize;
+    let retries = toolrouter::upstream::UpstreamConfig::default().max_retries as usize;
     assert_eq!(events.count(RETRY_EVENT, "tool", "crm__customer_name"), retries);
     // Backoffs are at least 40 ms then 80 ms.
     assert!(took >= Duration::from_millis(120), "retried without backing off: {took:?}");
@@ -411,7 +411,7 @@ async fn concurrency_limit_turns_excess_calls_into_busy_results() {
     let gate = Gate::new();
     let exec = spawn_executor(Behaviour::Gate(gate.clone())).await;
     let mut cfg = toolrouter::config::ServerConfig::for_tests();
-    cfg.executor.queue_wait = Duration::from_millis(100);
+    cfg.upstream.queue_wait = Duration::from_millis(100);
     let s = TestServer::start_with(cfg).await;
     let mut def = crm_definition(&exec.endpoint());
     def.sources[0] = with_function(def.sources[0].clone(), |f| f.max_concurrency = 1);
@@ -1254,7 +1254,7 @@ async fn a_new_version_with_another_concurrency_limit_gets_that_limit() {
     let gate = Gate::new();
     let exec = spawn_executor(Behaviour::Gate(gate.clone())).await;
     let mut cfg = toolrouter::config::ServerConfig::for_tests();
-    cfg.executor.queue_wait = Duration::from_millis(50);
+    cfg.upstream.queue_wait = Duration::from_millis(50);
     let s = TestServer::start_with(cfg).await;
     let limited = |n: u32| {
         let mut def = crm_definition(&exec.endpoint());

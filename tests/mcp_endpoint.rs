@@ -236,7 +236,7 @@ async fn closing_the_mcp_session_ends_its_run_and_releases_its_upstream_sessions
         ..Default::default()
     };
     s.create("relay", pb::AgentDefinition { sources: vec![source], ..Default::default() }).await;
-    let mcp = s.server.router.mcp().expect("MCP clients").clone();
+    let mcp = s.server.router.upstream().clone();
     let client = connect(endpoint(&s, "/mcp/agents/relay")).await.expect("initialize");
     let (r, is_error) = call(&client, "lookup", json!({})).await;
     assert!(!is_error, "{r}");

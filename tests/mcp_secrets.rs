@@ -12,7 +12,7 @@ use support::{McpServer, mcp_tool};
 use tonic::Code;
 use tonic_types::StatusExt;
 use toolrouter::config::ServerConfig;
-use toolrouter::mcp::Secrets;
+use toolrouter::upstream::Secrets;
 use toolrouter::pb;
 
 const KEY_ACME: &str = "tr_acme_key_5b0e71";
@@ -189,8 +189,8 @@ async fn with_authentication_on_an_unscoped_secret_is_usable_by_no_tenant_and_st
 #[tokio::test]
 async fn a_secret_configured_twice_stops_start_up() {
     let mut cfg = ServerConfig::for_tests();
-    cfg.secrets.insert("crm_token", toolrouter::mcp::SecretSource::Env("A".into()));
-    cfg.secrets.insert("crm_token", toolrouter::mcp::SecretSource::Env("B".into()));
+    cfg.secrets.insert("crm_token", toolrouter::upstream::SecretSource::Env("A".into()));
+    cfg.secrets.insert("crm_token", toolrouter::upstream::SecretSource::Env("B".into()));
     let e = match toolrouter::server::start(cfg).await {
         Ok(_) => panic!("the server started"),
         Err(e) => format!("{e:#}"),

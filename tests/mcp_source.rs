@@ -10,7 +10,7 @@ use common::*;
 use serde_json::json;
 use support::{McpServer, mcp_tool};
 use toolrouter::config::ServerConfig;
-use toolrouter::mcp::SecretSource;
+use toolrouter::upstream::SecretSource;
 use toolrouter::pb;
 
 fn binding_from(from: &str, prefix: &str) -> pb::HeaderBinding {
@@ -73,7 +73,7 @@ fn logs() -> &'static Capture {
 fn config() -> ServerConfig {
     logs();
     let mut cfg = ServerConfig::for_tests();
-    cfg.mcp_client.refresh_min_age = Duration::ZERO;
+    cfg.upstream.refresh_min_age = Duration::ZERO;
     cfg
 }
 
@@ -185,7 +185,7 @@ async fn a_run_reuses_one_session_with_headers_resolved_once_and_concurrent_runs
 async fn end_run_releases_the_runs_sessions_and_idle_sessions_expire() {
     let upstream = McpServer::start(vec![mcp_tool("lookup", "Look a record up.", &[])]).await;
     let mut cfg = config();
-    cfg.mcp_client.session_idle = Duration::from_secs(1);
+    cfg.upstream.session_idle = Duration::from_secs(1);
     let s = TestServer::start_with(cfg).await;
     s.create("agent", crm(vec![mcp_source("crm-mcp", &upstream.url(), &[])])).await;
     let call = |id: &'static str| s.call_result("agent", "run-1", id, "call_tool", call_crm("lookup", json!({})));
@@ -210,7 +210,7 @@ async fn a_session_in_use_longer_than_the_idle_time_is_kept_and_idle_counts_from
     let upstream = McpServer::start(vec![mcp_tool("pause_lookup", "Looks a record up, slowly.", &[]), mcp_tool("lookup", "Look a record up.", &[])]).await;
     let mut cfg = config();
     // The call takes 1.5 s: five times the idle time, with the sweeper running every 75 ms.
-    cfg.mcp_client.session_idle = Duration::from_millis(300);
+    cfg.upstream.session_idle = Duration::from_millis(300);
     let s = TestServer::start_with(cfg).await;
     s.create("agent", crm(vec![mcp_source("crm-mcp", &upstream.url(), &[])])).await;
     let (r, is_error) = s.call_result("agent", "run-1", "1", "call_tool", call_crm("pause_lookup", json!({}))).await;
@@ -528,7 +528,7 @@ async fn the_flat_profile_searches_and_calls_mcp_tools_by_canonical_name() {
 async fn the_sources_concurrency_limit_makes_extra_calls_busy() {
     let upstream = McpServer::start(vec![mcp_tool("slow_write", "Writes slowly.", &[])]).await;
     let mut cfg = config();
-    cfg.mcp_client.queue_wait = Duration::from_millis(50);
+    cfg.upstream.queue_wait = Duration::from_millis(50);
     let s = TestServer::start_with(cfg).await;
     let mut source = mcp_source("crm-mcp", &upstream.url(), &[]);
     mcp_of(&mut source).max_concurrency = 1;

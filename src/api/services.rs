@@ -1,19 +1,22 @@
-//! The gRPC services: proto in, domain call, proto out. No domain logic here.
+//! The gRPC services: proto in, admission, domain call, proto out. No domain logic here.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use prost::Message;
 use tonic::{Request, Response, Status};
 
-use super::convert::{self, pb_entry, pb_version, timestamp};
-use super::quota::RunQuota;
-use super::status::{discovery_status, invalid, to_status};
-use crate::control::discovery::{self, Detail, DetailRequest, DiscoverRequest, DiscoveryError, ListToolsRequest};
-use crate::auth::{Principal, UNAUTHENTICATED_MESSAGE};
-use crate::config::Limits;
+use super::convert::{self, pb_entry, pb_version};
+use super::status::{invalid, to_status};
+use crate::admission::{Addressed, Admission, CallContext, Principal, RequestContext};
+use crate::auth::UNAUTHENTICATED_MESSAGE;
+use crate::call::{self, Reply};
+use crate::auth::limits::Limits;
 use crate::control::ModelToolKind;
-use crate::invoke::{self, DeferredKind, DeferredState, Outcome, Resolution, Router};
+use crate::control::discovery::{self, Detail, DetailRequest, DiscoverRequest, DiscoveryError, ListToolsRequest};
+use crate::invoke::{DeferredKind, DeferredState, ListDeferred, Outcome, Resolution, Router};
 use crate::pb;
+use crate::pb::convert::timestamp;
 use crate::registry::Registry;
 
 /// The caller, as the authentication layer found it (the anonymous principal of tenant
@@ -23,37 +26,52 @@ fn principal<T>(req: &Request<T>) -> Result<Principal, Status> {
     req.extensions().get::<Principal>().cloned().ok_or_else(|| Status::unauthenticated(UNAUTHENTICATED_MESSAGE))
 }
 
-/// The tenant of a request: every resource is looked up under it (SPEC §2, §9).
-fn tenant<T>(req: &Request<T>) -> Result<String, Status> {
-    principal(req).map(|p| p.tenant)
+/// How long the client waits for the answer (`grpc-timeout`: digits and a unit).
+fn timeout<T>(req: &Request<T>) -> Option<Duration> {
+    let v = req.metadata().get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
+    let n: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(n.saturating_mul(3600)),
+        "M" => Duration::from_secs(n.saturating_mul(60)),
+        "S" => Duration::from_secs(n),
+        "m" => Duration::from_millis(n),
+        "u" => Duration::from_micros(n),
+        "n" => Duration::from_nanos(n),
+        _ => return None,
+    })
 }
 
-/// The run context a host sent, with the caller's authenticated claims merged in: those
-/// win over claims of the same name in the request (see [`Principal::merge_identity`]).
-fn run_context(p: &Principal, r: Option<pb::RunContext>) -> Result<invoke::RunContext, Status> {
-    let mut run = convert::run_context(r).map_err(to_status)?;
-    p.merge_identity(&mut run.identity);
-    Ok(run)
+/// Admits a request that is not a call.
+fn admit_request<T>(admission: &Admission, req: &Request<T>) -> Result<RequestContext, Status> {
+    admission.request(&principal(req)?).map_err(to_status)
 }
 
-fn agent_ref(r: Option<pb::AgentRef>) -> Result<pb::AgentRef, Status> {
-    let r = r.unwrap_or_default();
-    if r.agent_id.is_empty() {
+/// Admits a call of `req` to the agent and run it names (the run's identity claims merged
+/// with the caller's: those win, see [`Principal::merge_identity`]).
+async fn admit_call<T>(admission: &Admission, req: &Request<T>, agent: Option<pb::AgentRef>, run: Option<pb::RunContext>) -> Result<CallContext, Status> {
+    let p = principal(req)?;
+    let agent = agent.unwrap_or_default();
+    if agent.agent_id.is_empty() {
         return Err(invalid("agent.agent_id", "name the agent"));
     }
-    Ok(r)
+    let run = pb::convert::run_context(run).map_err(to_status)?;
+    let to = Addressed { agent_id: agent.agent_id, version: agent.version, run, timeout: timeout(req) };
+    admission.call(&p, to).await.map_err(to_status)
 }
 
 #[derive(Clone)]
 pub struct RegistryService {
     pub registry: Arc<Registry>,
     pub limits: Arc<Limits>,
+    pub admission: Arc<Admission>,
 }
 
 #[tonic::async_trait]
 impl pb::agent_registry_server::AgentRegistry for RegistryService {
     async fn create_agent_version(&self, req: Request<pb::CreateAgentVersionRequest>) -> Result<Response<pb::AgentVersion>, Status> {
-        let t = tenant(&req)?;
+        let rq = admit_request(&self.admission, &req)?;
+        let t = &rq.tenant;
         let r = req.into_inner();
         let size = r.definition.as_ref().map(|d| d.encoded_len()).unwrap_or(0);
         let def = convert::definition(r.definition.ok_or_else(|| invalid("definition", "a definition is required"))?)
@@ -62,21 +80,23 @@ impl pb::agent_registry_server::AgentRegistry for RegistryService {
         if !too_big.is_empty() {
             return Err(to_status(crate::error::Error::InvalidArgument(too_big)));
         }
-        let v = self.registry.create_version(&t, &r.agent_id, &def, r.make_default, size).await.map_err(to_status)?;
+        let v = self.registry.create_version(t, &r.agent_id, &def, r.make_default, size).await.map_err(to_status)?;
         Ok(Response::new(pb_version(&v)))
     }
 
     async fn get_agent_version(&self, req: Request<pb::GetAgentVersionRequest>) -> Result<Response<pb::AgentVersion>, Status> {
-        let t = tenant(&req)?;
+        let rq = admit_request(&self.admission, &req)?;
+        let t = &rq.tenant;
         let r = req.into_inner();
-        let v = self.registry.get_version(&t, &r.agent_id, r.version).await.map_err(to_status)?;
+        let v = self.registry.get_version(t, &r.agent_id, r.version).await.map_err(to_status)?;
         Ok(Response::new(pb_version(&v)))
     }
 
     async fn list_agents(&self, req: Request<pb::ListAgentsRequest>) -> Result<Response<pb::ListAgentsResponse>, Status> {
-        let t = tenant(&req)?;
+        let rq = admit_request(&self.admission, &req)?;
+        let t = &rq.tenant;
         let r = req.into_inner();
-        let (rows, next) = self.registry.list_agents(&t, &r.page_token, r.page_size).await.map_err(to_status)?;
+        let (rows, next) = self.registry.list_agents(t, &r.page_token, r.page_size).await.map_err(to_status)?;
         Ok(Response::new(pb::ListAgentsResponse {
             agents: rows
                 .into_iter()
@@ -93,23 +113,26 @@ impl pb::agent_registry_server::AgentRegistry for RegistryService {
     }
 
     async fn list_agent_versions(&self, req: Request<pb::ListAgentVersionsRequest>) -> Result<Response<pb::ListAgentVersionsResponse>, Status> {
-        let t = tenant(&req)?;
+        let rq = admit_request(&self.admission, &req)?;
+        let t = &rq.tenant;
         let r = req.into_inner();
-        let (rows, next) = self.registry.list_versions(&t, &r.agent_id, &r.page_token, r.page_size).await.map_err(to_status)?;
+        let (rows, next) = self.registry.list_versions(t, &r.agent_id, &r.page_token, r.page_size).await.map_err(to_status)?;
         Ok(Response::new(pb::ListAgentVersionsResponse { versions: rows.iter().map(pb_version).collect(), next_page_token: next }))
     }
 
     async fn set_default_version(&self, req: Request<pb::SetDefaultVersionRequest>) -> Result<Response<pb::AgentVersion>, Status> {
-        let t = tenant(&req)?;
+        let rq = admit_request(&self.admission, &req)?;
+        let t = &rq.tenant;
         let r = req.into_inner();
-        let v = self.registry.set_default(&t, &r.agent_id, r.version).await.map_err(to_status)?;
+        let v = self.registry.set_default(t, &r.agent_id, r.version).await.map_err(to_status)?;
         Ok(Response::new(pb_version(&v)))
     }
 
     async fn delete_agent(&self, req: Request<pb::DeleteAgentRequest>) -> Result<Response<pb::DeleteAgentResponse>, Status> {
-        let t = tenant(&req)?;
+        let rq = admit_request(&self.admission, &req)?;
+        let t = &rq.tenant;
         let r = req.into_inner();
-        self.registry.delete_agent(&t, &r.agent_id).await.map_err(to_status)?;
+        self.registry.delete_agent(t, &r.agent_id).await.map_err(to_status)?;
         Ok(Response::new(pb::DeleteAgentResponse {}))
     }
 }
@@ -117,7 +140,7 @@ impl pb::agent_registry_server::AgentRegistry for RegistryService {
 #[derive(Clone)]
 pub struct DiscoveryService {
     pub router: Arc<Router>,
-    pub runs: Arc<RunQuota>,
+    pub admission: Arc<Admission>,
 }
 
 fn pb_detail(d: Detail) -> i32 {
@@ -141,26 +164,23 @@ fn group_opt(g: String) -> Option<String> {
 }
 
 impl DiscoveryService {
-    async fn catalog(&self, p: &Principal, agent: Option<pb::AgentRef>, run: Option<pb::RunContext>) -> Result<Arc<crate::catalog::Catalog>, Status> {
-        let a = agent_ref(agent)?;
-        let run = run_context(p, run)?;
-        self.runs.admit(&p.tenant, &a.agent_id, &run.run_id).await.map_err(to_status)?;
-        let r = self.router.resolve(&p.tenant, &a.agent_id, a.version, &run).await.map_err(to_status)?;
-        Ok(r.catalog)
+    /// The catalog the request's run sees, once the request is admitted.
+    async fn catalog<T>(&self, req: &Request<T>, agent: Option<pb::AgentRef>, run: Option<pb::RunContext>) -> Result<Arc<crate::catalog::Catalog>, Status> {
+        let cx = admit_call(&self.admission, req, agent, run).await?;
+        Ok(self.router.resolve(&cx).await.map_err(to_status)?.catalog)
     }
 }
 
 fn fail(catalog: &crate::catalog::Catalog, e: DiscoveryError) -> Status {
-    let m = e.model_message(catalog);
-    discovery_status(e, m)
+    to_status(e.error(catalog))
 }
 
 #[tonic::async_trait]
 impl pb::discovery_server::Discovery for DiscoveryService {
     async fn discover_tools(&self, req: Request<pb::DiscoverToolsRequest>) -> Result<Response<pb::DiscoverToolsResponse>, Status> {
-        let p = principal(&req)?;
+        let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
+        let catalog = self.catalog(&req, agent, run).await?;
         let r = req.into_inner();
-        let catalog = self.catalog(&p, r.agent, r.run).await?;
         let q = DiscoverRequest { query: r.query, group: group_opt(r.group), detail: detail_request(r.detail)?, limit: r.limit, offset: r.offset };
         let page = discovery::discover(&catalog, &q).map_err(|e| fail(&catalog, e))?;
         let full = page.detail == Detail::Full;
@@ -174,17 +194,17 @@ impl pb::discovery_server::Discovery for DiscoveryService {
     }
 
     async fn describe_tool(&self, req: Request<pb::DescribeToolRequest>) -> Result<Response<pb::DescribeToolResponse>, Status> {
-        let p = principal(&req)?;
+        let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
+        let catalog = self.catalog(&req, agent, run).await?;
         let r = req.into_inner();
-        let catalog = self.catalog(&p, r.agent, r.run).await?;
         let d = discovery::describe(&catalog, &r.group, &r.tool).map_err(|e| fail(&catalog, e))?;
         Ok(Response::new(pb::DescribeToolResponse { tool: Some(pb_entry(&catalog, d.tool, true)), content_json: d.json }))
     }
 
     async fn list_tool_groups(&self, req: Request<pb::ListToolGroupsRequest>) -> Result<Response<pb::ListToolGroupsResponse>, Status> {
-        let p = principal(&req)?;
+        let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
+        let catalog = self.catalog(&req, agent, run).await?;
         let r = req.into_inner();
-        let catalog = self.catalog(&p, r.agent, r.run).await?;
         let page = discovery::list_groups(&catalog, r.limit, r.offset).map_err(|e| fail(&catalog, e))?;
         Ok(Response::new(pb::ListToolGroupsResponse {
             groups: page
@@ -202,9 +222,9 @@ impl pb::discovery_server::Discovery for DiscoveryService {
     }
 
     async fn list_tools(&self, req: Request<pb::ListCatalogToolsRequest>) -> Result<Response<pb::ListCatalogToolsResponse>, Status> {
-        let p = principal(&req)?;
+        let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
+        let catalog = self.catalog(&req, agent, run).await?;
         let r = req.into_inner();
-        let catalog = self.catalog(&p, r.agent, r.run).await?;
         let full = detail_request(r.detail)? == DetailRequest::Full;
         let q = ListToolsRequest { group: group_opt(r.group), full, limit: r.limit, offset: r.offset };
         let page = discovery::list_tools(&catalog, &q).map_err(|e| fail(&catalog, e))?;
@@ -222,7 +242,7 @@ impl pb::discovery_server::Discovery for DiscoveryService {
 pub struct RouterService {
     pub router: Arc<Router>,
     pub limits: Arc<Limits>,
-    pub runs: Arc<RunQuota>,
+    pub admission: Arc<Admission>,
 }
 
 fn check_arguments_size(text: &str, path: &str, max: usize) -> Result<(), Status> {
@@ -233,7 +253,7 @@ fn check_arguments_size(text: &str, path: &str, max: usize) -> Result<(), Status
 }
 
 /// The model's call; `path` names it in errors (`call`, `calls[2]`).
-fn tool_call(c: Option<pb::ToolCall>, path: &str, max_arguments: usize) -> Result<invoke::ToolCall, Status> {
+fn tool_call(c: Option<pb::ToolCall>, path: &str, max_arguments: usize) -> Result<call::ToolCall, Status> {
     let c = c.ok_or_else(|| invalid(path, "the model's tool call is required"))?;
     if c.tool_name.is_empty() {
         return Err(invalid(&format!("{path}.tool_name"), "the tool name the model called is required"));
@@ -242,18 +262,20 @@ fn tool_call(c: Option<pb::ToolCall>, path: &str, max_arguments: usize) -> Resul
         return Err(invalid(&format!("{path}.tool_call_id"), "at most 256 bytes"));
     }
     check_arguments_size(&c.arguments_json, &format!("{path}.arguments_json"), max_arguments)?;
-    Ok(invoke::ToolCall { tool_call_id: c.tool_call_id, tool_name: c.tool_name, arguments_json: c.arguments_json })
+    Ok(call::ToolCall { tool_call_id: c.tool_call_id, tool_name: c.tool_name, arguments_json: c.arguments_json })
 }
 
-fn pb_result(r: invoke::ToolResult) -> pb::ToolResult {
+/// The model's tool result: an answer as it is, a fault rendered for the model.
+fn pb_result(r: &Reply) -> pb::ToolResult {
+    let r = r.render();
     pb::ToolResult { content_json: r.content_json, is_error: r.is_error }
 }
 
-fn pb_call(c: &invoke::ToolCall) -> pb::ToolCall {
+fn pb_call(c: &call::ToolCall) -> pb::ToolCall {
     pb::ToolCall { tool_call_id: c.tool_call_id.clone(), tool_name: c.tool_name.clone(), arguments_json: c.arguments_json.clone() }
 }
 
-fn pb_deferred(d: &invoke::DeferredCall) -> pb::DeferredCall {
+fn pb_deferred(d: &crate::invoke::DeferredCall) -> pb::DeferredCall {
     let t = &d.target;
     let def = &t.definition;
     let kind = match def.kind.as_str() {
@@ -293,7 +315,8 @@ fn pb_outcome(o: Outcome) -> pb::HandleToolCallResponse {
     use pb::handle_tool_call_response::Outcome as O;
     pb::HandleToolCallResponse {
         outcome: Some(match o {
-            Outcome::Result(r) => O::Result(pb_result(r)),
+            Outcome::Result(r) => O::Result(pb::ToolResult { content_json: r.content_json, is_error: r.is_error }),
+            Outcome::Fault(f) => O::Result(pb_result(&Reply::Fault(f))),
             Outcome::Deferred(d) => O::Deferred(pb_deferred(&d)),
         }),
     }
@@ -311,16 +334,12 @@ fn pb_kind(k: ModelToolKind) -> i32 {
 #[tonic::async_trait]
 impl pb::router_server::Router for RouterService {
     async fn get_model_tools(&self, req: Request<pb::GetModelToolsRequest>) -> Result<Response<pb::GetModelToolsResponse>, Status> {
-        let p = principal(&req)?;
-        let t = p.tenant.clone();
-        let r = req.into_inner();
-        let a = agent_ref(r.agent)?;
-        let run = run_context(&p, r.run)?;
-        self.runs.admit(&t, &a.agent_id, &run.run_id).await.map_err(to_status)?;
-        let (version, tools, instructions, diagnostics) =
-            self.router.model_tools(&t, &a.agent_id, a.version, &run).await.map_err(to_status)?;
+        let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
+        let cx = admit_call(&self.admission, &req, agent, run).await?;
+        let m = self.router.model_tools(&cx).await.map_err(to_status)?;
         Ok(Response::new(pb::GetModelToolsResponse {
-            tools: tools
+            tools: m
+                .tools
                 .into_iter()
                 .map(|m| pb::ModelTool {
                     name: m.name,
@@ -332,45 +351,38 @@ impl pb::router_server::Router for RouterService {
                     source_id: m.source_id,
                 })
                 .collect(),
-            instructions,
-            version,
-            diagnostics,
+            instructions: m.instructions,
+            version: m.version,
+            diagnostics: m.diagnostics,
         }))
     }
 
     async fn handle_tool_call(&self, req: Request<pb::HandleToolCallRequest>) -> Result<Response<pb::HandleToolCallResponse>, Status> {
-        let p = principal(&req)?;
-        let t = p.tenant.clone();
-        let r = req.into_inner();
-        let a = agent_ref(r.agent)?;
-        let run = run_context(&p, r.run)?;
-        let call = tool_call(r.call, "call", self.limits.max_arguments_bytes)?;
-        self.runs.admit(&t, &a.agent_id, &run.run_id).await.map_err(to_status)?;
-        let o = self.router.handle(&t, &a.agent_id, a.version, &run, &call).await.map_err(to_status)?;
+        let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
+        let call = tool_call(req.get_ref().call.clone(), "call", self.limits.max_arguments_bytes)?;
+        let cx = admit_call(&self.admission, &req, agent, run).await?;
+        let o = self.router.handle(&cx, &call).await.map_err(to_status)?;
         Ok(Response::new(pb_outcome(o)))
     }
 
     async fn handle_tool_calls(&self, req: Request<pb::HandleToolCallsRequest>) -> Result<Response<pb::HandleToolCallsResponse>, Status> {
-        let p = principal(&req)?;
-        let t = p.tenant.clone();
-        let r = req.into_inner();
-        let a = agent_ref(r.agent)?;
-        let run = run_context(&p, r.run)?;
         let max = self.limits.max_arguments_bytes;
-        let calls = r
+        let calls = req
+            .get_ref()
             .calls
-            .into_iter()
+            .iter()
             .enumerate()
-            .map(|(i, c)| tool_call(Some(c), &format!("calls[{i}]"), max))
+            .map(|(i, c)| tool_call(Some(c.clone()), &format!("calls[{i}]"), max))
             .collect::<Result<Vec<_>, _>>()?;
-        self.runs.admit(&t, &a.agent_id, &run.run_id).await.map_err(to_status)?;
-        let outcomes = self.router.handle_many(&t, &a.agent_id, a.version, &run, &calls).await.map_err(to_status)?;
+        let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
+        let cx = admit_call(&self.admission, &req, agent, run).await?;
+        let outcomes = self.router.handle_many(&cx, &calls).await.map_err(to_status)?;
         Ok(Response::new(pb::HandleToolCallsResponse { outcomes: outcomes.into_iter().map(pb_outcome).collect() }))
     }
 
     async fn resolve_deferred(&self, req: Request<pb::ResolveDeferredRequest>) -> Result<Response<pb::ToolResult>, Status> {
         use pb::resolve_deferred_request::Resolution as R;
-        let t = tenant(&req)?;
+        let rq = admit_request(&self.admission, &req)?;
         let r = req.into_inner();
         if r.deferred_id.is_empty() {
             return Err(invalid("deferred_id", "name the deferred call"));
@@ -391,12 +403,12 @@ impl pb::router_server::Router for RouterService {
             }
             None => return Err(invalid("resolution", "set one of approve, deny or client_result")),
         };
-        let result = self.router.resolve_deferred(&t, &r.deferred_id, resolution).await.map_err(to_status)?;
-        Ok(Response::new(pb_result(result)))
+        let reply = self.router.resolve_deferred(&rq, &r.deferred_id, resolution).await.map_err(to_status)?;
+        Ok(Response::new(pb_result(&reply)))
     }
 
     async fn list_deferred(&self, req: Request<pb::ListDeferredRequest>) -> Result<Response<pb::ListDeferredResponse>, Status> {
-        let t = tenant(&req)?;
+        let rq = admit_request(&self.admission, &req)?;
         let r = req.into_inner();
         let state = match pb::DeferredState::try_from(r.state) {
             Ok(pb::DeferredState::Unspecified) => None,
@@ -405,11 +417,8 @@ impl pb::router_server::Router for RouterService {
             Ok(pb::DeferredState::Resolved) => Some(DeferredState::Resolved),
             Err(_) => return Err(invalid("state", "unknown state")),
         };
-        let (records, next) = self
-            .router
-            .list_deferred(&t, &r.agent_id, &r.run_id, state, &r.page_token, r.page_size)
-            .await
-            .map_err(to_status)?;
+        let query = ListDeferred { agent_id: r.agent_id, run_id: r.run_id, state, page_token: r.page_token, page_size: r.page_size };
+        let (records, next) = self.router.list_deferred(&rq, &query).await.map_err(to_status)?;
         Ok(Response::new(pb::ListDeferredResponse {
             records: records
                 .into_iter()
@@ -424,7 +433,7 @@ impl pb::router_server::Router for RouterService {
                         DeferredState::Resolved => pb::DeferredState::Resolved,
                     } as i32,
                     resolution: rec.resolution,
-                    result: rec.result.map(pb_result),
+                    result: rec.result.as_ref().map(pb_result),
                     create_time: Some(timestamp(rec.create_time)),
                     resolve_time: rec.resolve_time.map(timestamp),
                 })
@@ -434,10 +443,9 @@ impl pb::router_server::Router for RouterService {
     }
 
     async fn end_run(&self, req: Request<pb::EndRunRequest>) -> Result<Response<pb::EndRunResponse>, Status> {
-        let t = tenant(&req)?;
+        let rq = admit_request(&self.admission, &req)?;
         let r = req.into_inner();
-        self.router.end_run(&t, &r.agent_id, &r.run_id).await.map_err(to_status)?;
-        self.runs.ended(&t, &r.agent_id, &r.run_id);
+        self.router.end_run(&rq, &r.agent_id, &r.run_id).await.map_err(to_status)?;
         Ok(Response::new(pb::EndRunResponse {}))
     }
 }

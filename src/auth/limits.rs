@@ -65,6 +65,32 @@ impl RateLimiter {
     }
 }
 
+/// Request limits (SPEC §9). The query limit is fixed: `control::discovery::MAX_QUERY_BYTES`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    pub max_message_bytes: usize,
+    pub max_schema_bytes: usize,
+    pub max_schema_depth: usize,
+    pub max_arguments_bytes: usize,
+    pub rate: RateLimit,
+    pub max_runs_per_tenant: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            // Room for a definition at the default 16 MiB limit and its request envelope.
+            max_message_bytes: 17 * 1024 * 1024,
+            max_schema_bytes: 256 * 1024,
+            max_schema_depth: 64,
+            max_arguments_bytes: 1024 * 1024,
+            // Above the SPEC's 10,000 calls/s per replica, so one tenant can reach it.
+            rate: RateLimit { per_second: 10_000.0, burst: 20_000 },
+            max_runs_per_tenant: 100_000,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

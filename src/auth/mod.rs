@@ -18,7 +18,6 @@ pub mod layer;
 pub mod limits;
 pub mod reload;
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -26,43 +25,15 @@ use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
+pub use crate::admission::{DEFAULT_TENANT, Principal};
 pub use keys::KeySet;
 pub use layer::AuthLayer;
-
-/// The tenant of every caller when authentication is off (SPEC §2).
-pub const DEFAULT_TENANT: &str = "default";
 
 /// The identity claim that always carries the authenticated tenant.
 pub const TENANT_CLAIM: &str = "tenant_id";
 
 /// The one message of every refused credential: nothing about why a key failed.
 pub const UNAUTHENTICATED_MESSAGE: &str = "missing or invalid credentials";
-
-/// Who is calling: the tenant they act for and the identity claims their credential carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    pub tenant: String,
-    /// Claims bound to the credential (for an API key, its `identity` object plus
-    /// `tenant_id`); empty for the anonymous principal.
-    pub identity: BTreeMap<String, String>,
-}
-
-impl Principal {
-    /// The caller when authentication is off.
-    pub fn anonymous() -> Self {
-        Self { tenant: DEFAULT_TENANT.to_string(), identity: BTreeMap::new() }
-    }
-
-    /// Merges the claims a host sent in a `RunContext` with the credential's: the
-    /// credential's claims win, so a host can add claims (`user_id` of an end user, say) but
-    /// never replace one its credential carries, and `tenant_id` is always the
-    /// authenticated tenant.
-    pub fn merge_identity(&self, sent: &mut BTreeMap<String, String>) {
-        for (k, v) in &self.identity {
-            sent.insert(k.clone(), v.clone());
-        }
-    }
-}
 
 /// Why a request was refused. All become `UNAUTHENTICATED` with the same message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -222,6 +193,8 @@ pub fn check_listeners(auth: &Authenticator, cfg: &AuthConfig, addrs: &[SocketAd
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     fn headers(v: &str) -> http::HeaderMap {

@@ -341,6 +341,11 @@ impl Catalog {
     }
 
     /// Whether the model sees control tools: at least one grouped tool survived preparation.
+    /// Does the catalog have MCP sources (whose tools can change upstream)?
+    pub fn has_mcp_sources(&self) -> bool {
+        self.sources.iter().any(|s| matches!(s.kind, SourceKind::Mcp(_)))
+    }
+
     pub fn has_grouped(&self) -> bool {
         !self.grouped.is_empty()
     }

@@ -5,7 +5,9 @@
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use crate::call::ModelFault;
 use crate::catalog::{Catalog, PreparedTool, Ranking};
+use crate::error::Error;
 use crate::telemetry::Search;
 
 /// Longest query accepted, in bytes.
@@ -87,17 +89,29 @@ pub enum DiscoveryError {
     UnknownTool { group: String, tool: String },
     #[error("the full definition of {name} is {size} bytes, over the {budget}-byte budget")]
     TooLarge { name: String, size: usize, budget: usize },
-    #[error("{0}")]
-    BadArgument(String),
+    #[error("{message}")]
+    BadArgument { field: &'static str, message: String },
 }
 
 impl DiscoveryError {
-    pub fn code(&self) -> &'static str {
+    /// The fault the model sees through the control tools.
+    pub fn fault(&self, catalog: &Catalog) -> ModelFault {
+        let message = self.model_message(catalog);
         match self {
-            DiscoveryError::UnknownGroup(_) => "unknown_group",
-            DiscoveryError::UnknownTool { .. } => "unknown_tool",
-            DiscoveryError::TooLarge { .. } => "too_large",
-            DiscoveryError::BadArgument(_) => "invalid_arguments",
+            DiscoveryError::UnknownGroup(_) => ModelFault::UnknownGroup { message },
+            DiscoveryError::UnknownTool { .. } => ModelFault::UnknownTool { message },
+            DiscoveryError::TooLarge { .. } => ModelFault::TooLarge { message },
+            DiscoveryError::BadArgument { .. } => ModelFault::invalid_arguments(message),
+        }
+    }
+
+    /// The error a typed Discovery RPC answers with, carrying the same message.
+    pub fn error(&self, catalog: &Catalog) -> Error {
+        let message = self.model_message(catalog);
+        match self {
+            DiscoveryError::UnknownGroup(_) | DiscoveryError::UnknownTool { .. } => Error::NotFound(message),
+            DiscoveryError::TooLarge { .. } => Error::FailedPrecondition(message),
+            DiscoveryError::BadArgument { field, .. } => Error::invalid(*field, message),
         }
     }
 
@@ -117,7 +131,7 @@ impl DiscoveryError {
                 "The complete definition of {name} is {size} bytes, more than the {budget}-byte response budget, so it cannot be returned in full. Use detail=\"summary\" to list it, call {} for it alone, or ask the operator to expose it directly.",
                 c.describe
             ),
-            DiscoveryError::BadArgument(m) => m.clone(),
+            DiscoveryError::BadArgument { message, .. } => message.clone(),
         }
     }
 }
@@ -199,9 +213,10 @@ pub fn entry_json(catalog: &Catalog, i: u32, detail: Detail) -> String {
 fn resolve_limit(limit: Option<u32>, default: u32, max: u32) -> Result<u32, DiscoveryError> {
     match limit {
         None => Ok(default.min(max)),
-        Some(0) => Err(DiscoveryError::BadArgument(format!(
-            "limit must be at least 1 (at most {max}); omit it for the default"
-        ))),
+        Some(0) => Err(DiscoveryError::BadArgument {
+            field: "limit",
+            message: format!("limit must be at least 1 (at most {max}); omit it for the default"),
+        }),
         Some(n) => Ok(n.min(max)),
     }
 }
@@ -243,7 +258,7 @@ fn rank_natural(catalog: &Catalog, query: &str, group: Option<&str>, k: usize) -
 
 /// `discover_tools` (SPEC §5), in a search span.
 pub fn discover(catalog: &Catalog, req: &DiscoverRequest) -> Result<ToolPage, DiscoveryError> {
-    let search = Search::start("discover_tools", &req.query);
+    let search = Search::start("discover_tools", crate::search::tokenize::keywords(&req.query).len());
     let page = discover_page(catalog, req);
     if let Ok(p) = &page {
         search.found(p.total, p.tools.len());
@@ -253,10 +268,10 @@ pub fn discover(catalog: &Catalog, req: &DiscoverRequest) -> Result<ToolPage, Di
 
 fn discover_page(catalog: &Catalog, req: &DiscoverRequest) -> Result<ToolPage, DiscoveryError> {
     if req.query.len() > MAX_QUERY_BYTES {
-        return Err(DiscoveryError::BadArgument(format!(
-            "The query is {} bytes; use at most {MAX_QUERY_BYTES} bytes of short keywords.",
-            req.query.len()
-        )));
+        return Err(DiscoveryError::BadArgument {
+            field: "query",
+            message: format!("The query is {} bytes; use at most {MAX_QUERY_BYTES} bytes of short keywords.", req.query.len()),
+        });
     }
     let group = check_group(catalog, &req.group)?;
     let max = catalog.control.max_results;
@@ -417,7 +432,7 @@ pub fn list_groups(catalog: &Catalog, limit: Option<u32>, offset: u32) -> Result
 /// Flat profile `tool_search(query, limit)`: full entries of the best matches, within the
 /// budget, ranked by the natural-language ranker (exact names first). In a search span.
 pub fn tool_search(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result<ToolPage, DiscoveryError> {
-    let search = Search::start("tool_search", query);
+    let search = Search::start("tool_search", crate::search::tokenize::keywords(query).len());
     let page = tool_search_page(catalog, query, limit);
     if let Ok(p) = &page {
         search.found(p.total, p.tools.len());
@@ -427,10 +442,10 @@ pub fn tool_search(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result
 
 fn tool_search_page(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result<ToolPage, DiscoveryError> {
     if query.len() > MAX_QUERY_BYTES {
-        return Err(DiscoveryError::BadArgument(format!(
-            "The query is {} bytes; use at most {MAX_QUERY_BYTES} bytes.",
-            query.len()
-        )));
+        return Err(DiscoveryError::BadArgument {
+            field: "query",
+            message: format!("The query is {} bytes; use at most {MAX_QUERY_BYTES} bytes.", query.len()),
+        });
     }
     let limit = resolve_limit(limit, 5, catalog.control.max_results)?;
     let (ranked, total) = if query.trim().is_empty() {

@@ -6,34 +6,9 @@ pub mod tools;
 
 use serde_json::Value;
 
+use crate::call::{Reply, ToolResult};
 use crate::catalog::{Catalog, Profile};
 use discovery::{DetailRequest, DiscoverRequest, DiscoveryError, ListToolsRequest};
-
-/// What goes back to the model for one call.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ToolResult {
-    pub content_json: String,
-    pub is_error: bool,
-}
-
-impl ToolResult {
-    pub fn ok(content_json: String) -> Self {
-        Self { content_json, is_error: false }
-    }
-
-    /// A model-visible fault: `{"error": code, "message": text}` plus optional extra fields.
-    pub fn error(code: &str, message: &str) -> Self {
-        Self::error_with(code, message, serde_json::Map::new())
-    }
-
-    pub fn error_with(code: &str, message: &str, extra: serde_json::Map<String, Value>) -> Self {
-        let mut obj = serde_json::Map::new();
-        obj.insert("error".into(), code.into());
-        obj.insert("message".into(), message.into());
-        obj.extend(extra);
-        Self { content_json: Value::Object(obj).to_string(), is_error: true }
-    }
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ModelToolKind {
@@ -241,9 +216,8 @@ pub fn parse_control_call(catalog: &Catalog, tool_name: &str, arguments: &Value)
     })())
 }
 
-/// Answers a discovery call as the model's tool result; `None` for `Call`, which `invoke`
-/// routes.
-pub fn answer_discovery(catalog: &Catalog, call: &ControlCall) -> Option<ToolResult> {
+/// Answers a discovery call as the model's reply; `None` for `Call`, which `invoke` routes.
+pub fn answer_discovery(catalog: &Catalog, call: &ControlCall) -> Option<Reply> {
     let result: Result<String, DiscoveryError> = match call {
         ControlCall::Discover(req) => discovery::discover(catalog, req).map(|p| p.json),
         ControlCall::Describe { group, tool } => discovery::describe(catalog, group, tool).map(|d| d.json),
@@ -253,7 +227,7 @@ pub fn answer_discovery(catalog: &Catalog, call: &ControlCall) -> Option<ToolRes
         ControlCall::Call { .. } => return None,
     };
     Some(match result {
-        Ok(json) => ToolResult::ok(json),
-        Err(e) => ToolResult::error(e.code(), &e.model_message(catalog)),
+        Ok(json) => Reply::Result(ToolResult::ok(json)),
+        Err(e) => Reply::Fault(e.fault(catalog)),
     })
 }

@@ -1,39 +1,49 @@
-//! Invocation: routing model tool calls to executors, deferred records, exactly-once per
-//! tool call id, runs and auto-pinning (SPEC §4, §6–§8).
+//! Invocation (SPEC §4, §6–§8): what happens to an admitted call. In the order a call takes:
+//!
+//! - [`runs`]: the run's pinned version and the catalog it sees; ending and expiring runs;
+//! - [`route`]: control-tool answers, and the target tool of a call with its checks;
+//! - [`once`]: exactly one outcome per (agent, run, tool call id);
+//! - [`defer`]: approval and client-execution records, and their resolutions;
+//! - [`execute`]: sending a validated call upstream, with retries only where safe;
+//! - [`usage`]: auto-pinning (usage counts and the hot set).
 
-pub mod executor;
-pub mod router;
+pub mod defer;
+pub mod execute;
+pub mod once;
+pub mod route;
+pub mod runs;
+pub mod usage;
 pub mod validate;
 
-use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
+use tokio::sync::watch;
 
-pub use crate::control::ToolResult;
-pub use router::{Resolution, Router, RouterConfig};
+use crate::admission::{Admission, CallContext};
+use crate::call::{ModelFault, Reply, RunContext, ToolCall, ToolResult};
+use crate::error::Result;
+use crate::registry::Registry;
+use crate::upstream::Upstream;
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Caller {
-    #[default]
-    Model,
-    Code,
+pub use defer::{ListDeferred, Resolution};
+pub use runs::{ModelTools, Resolved};
+
+#[derive(Debug, Clone)]
+pub struct RouterConfig {
+    /// Runs idle this long are forgotten (their next call pins the default again).
+    pub run_idle: Duration,
+    /// A claimed call with no outcome after this long is taken as lost.
+    pub claim_timeout: Duration,
+    /// Auto-pinning on/off for the whole server (definitions can turn it off too).
+    pub auto_pin: bool,
 }
 
-/// The run a call belongs to, as the host names it.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RunContext {
-    pub run_id: String,
-    pub identity: BTreeMap<String, String>,
-    pub attributes: BTreeMap<String, String>,
-    pub caller: Caller,
-}
-
-/// The model's call, as it came.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ToolCall {
-    pub tool_call_id: String,
-    pub tool_name: String,
-    pub arguments_json: String,
+impl Default for RouterConfig {
+    fn default() -> Self {
+        Self { run_idle: Duration::from_secs(24 * 3600), claim_timeout: Duration::from_secs(600), auto_pin: true }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -72,13 +82,37 @@ pub struct DeferredCall {
     pub original_call: ToolCall,
 }
 
-/// Exactly one of: a result for the model, or a deferred record for the host.
+/// Exactly one of: an answer for the model, a fault for the model (rendered at the edge), or
+/// a deferred record for the host. Stored as is by exactly-once.
 #[allow(clippy::large_enum_variant)] // boxing the common result would cost an allocation per call
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Result(ToolResult),
+    Fault(ModelFault),
     Deferred(DeferredCall),
+}
+
+impl From<Reply> for Outcome {
+    fn from(r: Reply) -> Self {
+        match r {
+            Reply::Result(r) => Outcome::Result(r),
+            Reply::Fault(f) => Outcome::Fault(f),
+        }
+    }
+}
+
+impl Outcome {
+    /// The `outcome` label of the tool-call metrics.
+    fn label(&self) -> &'static str {
+        match self {
+            Outcome::Deferred(_) => "deferred",
+            Outcome::Fault(ModelFault::OutcomeUnknown { .. }) => "uncertain",
+            Outcome::Fault(_) => "error",
+            Outcome::Result(r) if r.is_error => "error",
+            Outcome::Result(_) => "result",
+        }
+    }
 }
 
 /// Where a deferred record is: waiting for the host (an approval or the client's result),
@@ -117,8 +151,115 @@ pub struct DeferredRecord {
     /// Set when listed (the store's row says it); not part of the stored record.
     #[serde(default, skip_serializing)]
     pub state: DeferredState,
+    #[serde(default, skip_serializing)]
     pub resolution: String,
-    pub result: Option<ToolResult>,
+    /// Set when listed, from the store's row.
+    #[serde(default, skip_serializing)]
+    pub result: Option<Reply>,
     pub create_time: i64,
+    #[serde(default, skip_serializing)]
     pub resolve_time: Option<i64>,
+}
+
+/// The invoke path of one replica.
+pub struct Router {
+    registry: Arc<Registry>,
+    upstream: Arc<Upstream>,
+    admission: Arc<Admission>,
+    config: RouterConfig,
+    /// Calls executing in this process, for duplicates to wait on.
+    inflight: Mutex<std::collections::HashMap<once::CallKey, watch::Receiver<Option<Outcome>>>>,
+}
+
+impl Router {
+    pub fn new(registry: Arc<Registry>, upstream: Arc<Upstream>, admission: Arc<Admission>, config: RouterConfig) -> Self {
+        Self { registry, upstream, admission, config, inflight: Mutex::new(Default::default()) }
+    }
+
+    pub fn registry(&self) -> &Arc<Registry> {
+        &self.registry
+    }
+
+    pub fn upstream(&self) -> &Arc<Upstream> {
+        &self.upstream
+    }
+
+    fn now(&self) -> i64 {
+        self.registry.clock().now_ms()
+    }
+
+    /// `HandleToolCall`.
+    pub async fn handle(self: &Arc<Self>, cx: &CallContext, call: &ToolCall) -> Result<Outcome> {
+        let r = self.resolve(cx).await?;
+        self.handle_resolved(cx, &r, call).await
+    }
+
+    /// `HandleToolCalls`: concurrently, outcomes in request order.
+    pub async fn handle_many(self: &Arc<Self>, cx: &CallContext, calls: &[ToolCall]) -> Result<Vec<Outcome>> {
+        let r = self.resolve(cx).await?;
+        futures::future::join_all(calls.iter().map(|c| self.handle_resolved(cx, &r, c))).await.into_iter().collect()
+    }
+
+    /// One call of a resolved run, timed and counted by its outcome.
+    async fn handle_resolved(self: &Arc<Self>, cx: &CallContext, r: &Resolved, call: &ToolCall) -> Result<Outcome> {
+        let started = Instant::now();
+        let outcome = self.answer(cx, r, call).await;
+        if let Ok(o) = &outcome {
+            crate::telemetry::metrics::tool_call(o.label(), started.elapsed());
+        }
+        outcome
+    }
+
+    async fn answer(self: &Arc<Self>, cx: &CallContext, r: &Resolved, call: &ToolCall) -> Result<Outcome> {
+        let arguments = route::parse_arguments(call);
+        // Discovery answers are pure: no need to remember them.
+        if let Some(reply) = route::answer_control(&r.catalog, call, &arguments) {
+            return Ok(reply.into());
+        }
+        if call.tool_call_id.is_empty() || cx.run.run_id.is_empty() {
+            return self.route(cx, r, call, &arguments).await;
+        }
+        self.exactly_once(cx, r, call, arguments).await
+    }
+
+    /// Finds the call's target (preparing a catalog with MCP sources again when the tool is
+    /// unknown, SPEC §7) and runs or defers it.
+    async fn route(&self, cx: &CallContext, r: &Resolved, call: &ToolCall, arguments: &route::Arguments) -> Result<Outcome> {
+        let mut routed = route::target(&r.catalog, call, arguments);
+        let mut refreshed = None;
+        if matches!(routed, route::Route::Fault(ModelFault::UnknownTool { .. }))
+            && r.catalog.has_mcp_sources()
+            && self.registry.refresh_for_run(&cx.tenant, &cx.agent_id, r.version, &r.catalog, &cx.run, self.upstream.config().refresh_min_age)
+        {
+            let catalog = self.registry.catalog_for_run(&cx.tenant, &cx.agent_id, r.version, &cx.run).await?;
+            routed = route::target(&catalog, call, arguments);
+            refreshed = Some(Resolved { version: r.version, catalog });
+        }
+        let r = refreshed.as_ref().unwrap_or(r);
+        match routed {
+            route::Route::Fault(f) => Ok(Outcome::Fault(f)),
+            route::Route::Tool { index, arguments } => self.dispatch(cx, r, call, index, arguments).await,
+        }
+    }
+
+    /// Defers what needs a person or the client; executes the rest.
+    async fn dispatch(&self, cx: &CallContext, r: &Resolved, call: &ToolCall, i: u32, arguments: serde_json::Value) -> Result<Outcome> {
+        let tool = r.catalog.tool(i);
+        if let Err(f) = route::check(tool, &cx.run, &arguments) {
+            return Ok(Outcome::Fault(f));
+        }
+        if tool.requires_approval || tool.kind == crate::catalog::ToolKind::Client {
+            return self.defer(cx, r, call, i, &arguments).await;
+        }
+        let invocation = execute::Invocation {
+            tenant: &cx.tenant,
+            agent_id: &cx.agent_id,
+            run: &cx.run,
+            catalog: &r.catalog,
+            tool: i,
+            arguments_json: &arguments.to_string(),
+            tool_call_id: &call.tool_call_id,
+        };
+        Ok(self.execute(&invocation).await.into())
+    }
 }

@@ -1,44 +1,33 @@
 //! Arguments validation with the target's own JSON Schema, reported for the model.
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
+use crate::call::{ArgumentError, ModelFault, Unavailable};
 use crate::catalog::PreparedTool;
-use crate::control::ToolResult;
 
 /// At most this many schema errors are listed for the model.
 const MAX_ERRORS: usize = 5;
 
-/// Checks `arguments` against the tool's schema; on failure, the model-visible result naming
-/// each failing JSON pointer and what the schema expected.
-pub fn check_arguments(tool: &PreparedTool, arguments: &Value) -> Result<(), ToolResult> {
-    let validator = match tool.validator() {
-        Ok(v) => v,
-        Err(e) => {
-            return Err(ToolResult::error(
-                "tool_unavailable",
-                &format!("{} cannot be called: its schema does not compile ({e}). Tell the operator.", tool.name),
-            ));
-        }
-    };
-    let errors: Vec<Value> = validator
+/// Checks `arguments` against the tool's schema; on failure, the fault naming each failing
+/// JSON pointer and what the schema expected.
+pub fn check_arguments(tool: &PreparedTool, arguments: &Value) -> Result<(), ModelFault> {
+    let validator = tool
+        .validator()
+        .map_err(|e| ModelFault::Unavailable { tool: tool.name.clone(), reason: Unavailable::BrokenSchema(e) })?;
+    let errors: Vec<ArgumentError> = validator
         .iter_errors(arguments)
         .take(MAX_ERRORS)
         .map(|e| {
             let pointer = e.instance_path().to_string();
-            json!({"pointer": if pointer.is_empty() { "/".to_string() } else { pointer }, "expected": e.masked().to_string()})
+            ArgumentError { pointer: if pointer.is_empty() { "/".to_string() } else { pointer }, expected: e.masked().to_string() }
         })
         .collect();
-    if errors.is_empty() {
+    let Some(first) = errors.first() else {
         return Ok(());
-    }
-    let first = &errors[0];
+    };
     let message = format!(
         "The arguments do not match the parameters schema of {}: at {} {}. Fix the arguments (describe the tool for its complete schema if needed) and call again.",
-        tool.name,
-        first["pointer"].as_str().unwrap_or("/"),
-        first["expected"].as_str().unwrap_or(""),
+        tool.name, first.pointer, first.expected,
     );
-    let mut extra = Map::new();
-    extra.insert("errors".into(), Value::Array(errors));
-    Err(ToolResult::error_with("invalid_arguments", &message, extra))
+    Err(ModelFault::InvalidArguments { message, errors })
 }

@@ -8,6 +8,9 @@
 //!
 //! Connections are plain TCP: no TLS backend is compiled in (`sslmode=prefer`, the default,
 //! falls back to plain; `sslmode=require` fails at start-up with a clear error).
+//!
+//! This file is long because it holds every store statement of the PostgreSQL backend,
+//! written out side by side with `sqlite.rs` so the two change together.
 
 use std::str::FromStr;
 use std::time::Duration;

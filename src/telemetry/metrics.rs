@@ -17,9 +17,6 @@ use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::sync::watch;
 
-use crate::invoke::Outcome;
-use crate::invoke::executor::Execution;
-
 pub const GRPC_REQUESTS: &str = "toolrouter_grpc_requests_total";
 pub const GRPC_DURATION: &str = "toolrouter_grpc_request_duration_seconds";
 pub const TOOL_CALLS: &str = "toolrouter_tool_calls_total";
@@ -82,33 +79,16 @@ pub fn grpc_request(method: &str, code: &'static str, elapsed: Duration) {
     histogram!(GRPC_DURATION, "method" => method.to_string()).record(elapsed);
 }
 
-/// The `outcome` label of a tool call: `uncertain` for "outcome_unknown" results.
-pub fn outcome_label(o: &Outcome) -> &'static str {
-    match o {
-        Outcome::Deferred(_) => "deferred",
-        Outcome::Result(r) if !r.is_error => "result",
-        Outcome::Result(r) if super::error_code_is(&r.content_json, "outcome_unknown") => "uncertain",
-        Outcome::Result(_) => "error",
-    }
+/// Counts and times a model tool call by its outcome (`result`, `error`, `deferred`,
+/// `uncertain`); protocol errors are not outcomes.
+pub fn tool_call(outcome: &'static str, elapsed: Duration) {
+    counter!(TOOL_CALLS, "outcome" => outcome).increment(1);
+    histogram!(TOOL_CALL_DURATION, "outcome" => outcome).record(elapsed);
 }
 
-/// Times a model tool call and counts its outcome (protocol errors are not outcomes).
-pub async fn tool_call<E>(call: impl Future<Output = Result<Outcome, E>>) -> Result<Outcome, E> {
-    let started = Instant::now();
-    let r = call.await;
-    if let Ok(o) = &r {
-        let outcome = outcome_label(o);
-        counter!(TOOL_CALLS, "outcome" => outcome).increment(1);
-        histogram!(TOOL_CALL_DURATION, "outcome" => outcome).record(started.elapsed());
-    }
-    r
-}
-
-/// Times one `Execute` call that reached the executor (not busy waits, not failed connects).
-pub fn executor_call(source: &str, outcome: &Execution, elapsed: Duration) {
-    if !matches!(outcome, Execution::Busy | Execution::NotSent(_)) {
-        histogram!(EXECUTOR_DURATION, "source" => source.to_string()).record(elapsed);
-    }
+/// Times one call that reached its executor (not busy waits, not failed connects).
+pub fn executor_call(source: &str, elapsed: Duration) {
+    histogram!(EXECUTOR_DURATION, "source" => source.to_string()).record(elapsed);
 }
 
 pub fn search_duration(elapsed: Duration) {

@@ -1,9 +1,8 @@
-//! The tower layer on the gRPC server: one span and one set of metrics per RPC, the caller's
-//! W3C trace context as the span's parent, and admission while the server drains (new calls
-//! are refused with UNAVAILABLE; health checks still answer, with NOT_SERVING).
+//! The tower layer on the gRPC server: one span and one set of metrics per RPC, with the
+//! caller's W3C trace context as the span's parent. (Admission, the drain included, is the
+//! services' first step: `crate::admission`.)
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -15,33 +14,22 @@ use tracing::Instrument;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::server::Drain;
-
 const HEALTH: &str = "grpc.health.v1.Health";
 
-#[derive(Clone)]
-pub struct GrpcLayer {
-    drain: Arc<Drain>,
-}
-
-impl GrpcLayer {
-    pub fn new(drain: Arc<Drain>) -> Self {
-        Self { drain }
-    }
-}
+#[derive(Clone, Default)]
+pub struct GrpcLayer;
 
 impl<S> tower::Layer<S> for GrpcLayer {
     type Service = GrpcService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        GrpcService { inner, drain: self.drain.clone() }
+        GrpcService { inner }
     }
 }
 
 #[derive(Clone)]
 pub struct GrpcService<S> {
     inner: S,
-    drain: Arc<Drain>,
 }
 
 /// `/pkg.Service/Method` → (`pkg.Service`, `Method`); unknown services are one label, so
@@ -95,12 +83,7 @@ where
             let _ = span.set_parent(super::extract_context(req.headers()));
             span
         };
-        let admitted = if health { None } else { self.drain.admit() };
-        let finish = Finish { span, method: name, started, _call: admitted };
-        if !health && finish._call.is_none() {
-            let resp = tonic::Status::unavailable("the server is shutting down; retry on another replica").into_http::<tonic::body::Body>();
-            return Box::pin(futures::future::ready(Ok(observe(resp, finish))));
-        }
+        let finish = Finish { span, method: name, started };
         // Take the service that was driven to readiness, leave a clone in its place.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
@@ -130,8 +113,6 @@ struct Finish {
     span: tracing::Span,
     method: String,
     started: Instant,
-    /// Counts the call as in flight for the drain until the response ends.
-    _call: Option<crate::server::InFlight>,
 }
 
 impl Finish {

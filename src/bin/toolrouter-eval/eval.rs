@@ -19,11 +19,11 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::search::SearchDoc;
-use crate::search::natural::{NaturalConfig, NaturalIndex};
+use toolrouter::search::SearchDoc;
+use toolrouter::search::natural::{NaturalConfig, NaturalIndex};
 
 // ---- Adapter to the SPEC §5 modules (the only place the harness touches them). ----
-use crate::search::keyword::KeywordIndex;
+use toolrouter::search::keyword::KeywordIndex;
 
 /// The §5 keyword leg: top `k` docs of the fully ranked candidate list.
 fn keyword_top(index: &KeywordIndex, query: &str, k: usize) -> Vec<u32> {
@@ -131,7 +131,7 @@ fn identifier_chars(raw: &str) -> String {
 }
 
 /// SPEC §3 canonical name (the catalog's own rule).
-pub use crate::catalog::names::canonical_name;
+pub use toolrouter::catalog::names::canonical_name;
 
 /// Makes `base` distinct from every name in `taken` by appending `-2`, `-3`, … (shortening
 /// the base to stay within `max` characters), and records the result.
@@ -157,7 +157,7 @@ fn unique(base: String, max: usize, taken: &mut HashSet<String>) -> String {
 /// unique), validated and compiled like any version. A schema the validator refuses is
 /// replaced by `{"type":"object"}` (the tool stays searchable by name and description).
 pub fn build_catalog(tools: &[ToolRecord]) -> Catalog {
-    use crate::catalog::{self as cat, AgentDefinition, ClientSource, SourceKind, ToolDeclaration, ToolGroup, ToolSource};
+    use toolrouter::catalog::{self as cat, AgentDefinition, ClientSource, SourceKind, ToolDeclaration, ToolGroup, ToolSource};
     let mut group_names: HashMap<String, String> = HashMap::new();
     let mut taken_groups = HashSet::new();
     let mut locals: HashMap<String, HashSet<String>> = HashMap::new();

@@ -1,4 +1,7 @@
-//! The HTTP listener: liveness, readiness and Prometheus metrics.
+//! The HTTP listener: liveness, readiness, Prometheus metrics, and the MCP endpoint of every
+//! agent definition ([`mcp`]).
+
+pub mod mcp;
 
 use std::sync::Arc;
 
@@ -8,14 +11,14 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
-use crate::server::Drain;
+use crate::admission::Gate;
 use crate::store::Store;
 use crate::telemetry::metrics::Metrics;
 
 #[derive(Clone)]
 pub struct HttpState {
     pub store: Store,
-    pub drain: Arc<Drain>,
+    pub gate: Arc<Gate>,
     pub metrics: Metrics,
 }
 
@@ -29,7 +32,7 @@ pub fn router(state: HttpState) -> Router {
 
 /// Ready while the store answers, and not once shutdown has begun.
 async fn ready(State(s): State<HttpState>) -> (StatusCode, &'static str) {
-    if s.drain.is_draining() {
+    if s.gate.is_draining() {
         return (StatusCode::SERVICE_UNAVAILABLE, "shutting down");
     }
     match s.store.ping().await {

@@ -16,22 +16,23 @@ use rmcp::ServerHandler;
 use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
-use crate::api::quota::RunQuota;
+use crate::admission::{Addressed, Admission, CallContext, Principal};
 use crate::auth::limits::RateLimiter;
-use crate::auth::{Authenticator, Principal, UNAUTHENTICATED_MESSAGE};
-use crate::config::Limits;
-use crate::error::Error;
-use crate::invoke::{DeferredKind, Outcome, Router, RunContext, ToolCall};
+use crate::auth::{Authenticator, UNAUTHENTICATED_MESSAGE};
+use crate::call::{RunContext, ToolCall};
+use crate::auth::limits::Limits;
+use crate::error::{Error, ErrorCode};
+use crate::invoke::{DeferredKind, Outcome, Router};
 
 /// What the gRPC listener enforces, applied to the MCP endpoint too (SPEC §9): the caller's
-/// credentials, the tenant's request rate (one budget shared with gRPC), the arguments size
-/// and the live-runs limit.
+/// credentials and the tenant's request rate (one budget shared with gRPC), the arguments
+/// size, and admission (drain, live-runs limit) through the same [`Admission`].
 #[derive(Clone)]
 pub struct EndpointGuard {
     pub auth: Authenticator,
     pub rate: Arc<RateLimiter>,
     pub limits: Arc<Limits>,
-    pub runs: Arc<RunQuota>,
+    pub admission: Arc<Admission>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -44,13 +45,7 @@ pub struct McpEndpointConfig {
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
 /// The routes to merge into the HTTP listener.
-pub fn routes(
-    router: Arc<Router>,
-    config: &McpEndpointConfig,
-    drain: Arc<crate::server::Drain>,
-    cancel: tokio_util::sync::CancellationToken,
-    guard: EndpointGuard,
-) -> axum::Router {
+pub fn routes(router: Arc<Router>, config: &McpEndpointConfig, cancel: tokio_util::sync::CancellationToken, guard: EndpointGuard) -> axum::Router {
     let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
     hosts.extend(config.allowed_hosts.iter().cloned());
     let router_for_end = router.clone();
@@ -65,55 +60,55 @@ pub fn routes(
         .route_service("/mcp/agents/{agent}", service.clone())
         .route_service("/mcp/agents/{agent}/versions/{version}", service)
         .layer(axum::middleware::from_fn(move |mut req: axum::extract::Request, next: axum::middleware::Next| {
-            let (router, drain, guard) = (ends.clone(), drain.clone(), guard.clone());
+            let (router, guard) = (ends.clone(), guard.clone());
             async move {
-                // Shutting down: new MCP requests are refused like gRPC calls.
-                if drain.is_draining() {
-                    return (http::StatusCode::SERVICE_UNAVAILABLE, "shutting down").into_response();
-                }
                 // Waits for a JWKS fetch on an unknown `kid`, as gRPC calls do.
                 let principal = match guard.auth.authenticate_waiting(req.headers()).await {
                     Ok(p) => p,
                     Err(_) => {
                         let challenge = [(http::header::WWW_AUTHENTICATE, "Bearer")];
-                        return (http::StatusCode::UNAUTHORIZED, challenge, UNAUTHENTICATED_MESSAGE).into_response();
+                        return (status(ErrorCode::Unauthenticated), challenge, UNAUTHENTICATED_MESSAGE).into_response();
                     }
                 };
                 if let Err(wait) = guard.rate.check(&principal.tenant) {
                     let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
                     let retry = [(http::header::RETRY_AFTER, secs.to_string())];
-                    return (http::StatusCode::TOO_MANY_REQUESTS, retry, "request rate limit of this tenant reached").into_response();
+                    return (status(ErrorCode::ResourceExhausted), retry, "request rate limit of this tenant reached").into_response();
                 }
+                // Every request (session set-up, listings, calls, DELETE) is admitted like a
+                // gRPC request: refused while draining, counted in flight while it runs.
+                let request = match guard.admission.request(&principal) {
+                    Ok(r) => r,
+                    Err(e) => return (status(e.code()), e.public_message()).into_response(),
+                };
                 req.extensions_mut().insert(principal);
-                end_run_on_delete(router, req, next).await
+                let ended = ended_run(&req);
+                let response = next.run(req).await;
+                if let Some((agent, session)) = ended
+                    && response.status().is_success()
+                    && let Err(e) = router.end_run(&request, &agent, &session).await
+                {
+                    tracing::debug!(error = %e, "ending the run of a closed MCP session failed");
+                }
+                response
             }
         }))
 }
 
-/// A client that terminates its MCP session (HTTP DELETE) ends the run: its pin and its
-/// MCP sessions upstream are released, as with `EndRun`.
-async fn end_run_on_delete(router: Arc<Router>, req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
-    let ended = (req.method() == http::Method::DELETE)
-        .then(|| {
-            let session = req.headers().get("mcp-session-id")?.to_str().ok()?.to_string();
-            let agent = req.uri().path().strip_prefix("/mcp/agents/")?.split('/').next()?.to_string();
-            Some((tenant_of(req.extensions()), agent, session))
-        })
-        .flatten();
-    let response = next.run(req).await;
-    if let Some((tenant, agent, session)) = ended
-        && response.status().is_success()
-        && let Err(e) = router.end_run(&tenant, &agent, &session).await
-    {
-        tracing::debug!(error = %e, "ending the run of a closed MCP session failed");
-    }
-    response
+/// The HTTP status of an error code.
+fn status(code: ErrorCode) -> http::StatusCode {
+    http::StatusCode::from_u16(code.http()).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR)
 }
 
-/// The tenant of an MCP request: the authenticated principal's, which the endpoint's
-/// middleware put in the request (tenant `default` when authentication is off).
-pub fn tenant_of(extensions: &http::Extensions) -> String {
-    extensions.get::<Principal>().map(|p| p.tenant.clone()).unwrap_or_else(|| Principal::anonymous().tenant)
+/// A client that terminates its MCP session (HTTP DELETE) ends the run (agent, session id):
+/// through `Router::end_run`, the same path as `EndRun`.
+fn ended_run(req: &axum::extract::Request) -> Option<(String, String)> {
+    if req.method() != http::Method::DELETE {
+        return None;
+    }
+    let session = req.headers().get("mcp-session-id")?.to_str().ok()?.to_string();
+    let agent = req.uri().path().strip_prefix("/mcp/agents/")?.split('/').next()?.to_string();
+    Some((agent, session))
 }
 
 #[derive(Clone)]
@@ -122,15 +117,9 @@ struct AgentMcp {
     guard: EndpointGuard,
 }
 
-/// What a request addresses: tenant, agent, version (0 = default), and its run.
-struct Target {
-    tenant: String,
-    agent_id: String,
-    version: u32,
-    run: RunContext,
-}
-
-fn target(cx: &RequestContext<RoleServer>) -> Result<Target, ErrorData> {
+/// Admits an MCP request as a call: the agent and version of its path, the run of its
+/// session, the identity of its credential.
+async fn admit(admission: &Admission, cx: &RequestContext<RoleServer>) -> Result<CallContext, ErrorData> {
     let parts = cx
         .extensions
         .get::<http::request::Parts>()
@@ -143,20 +132,18 @@ fn target(cx: &RequestContext<RoleServer>) -> Result<Target, ErrorData> {
     };
     let run_id = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
     // The run's identity is the credential's claims (MCP requests carry no RunContext).
-    let mut run = RunContext { run_id, ..Default::default() };
-    if let Some(p) = parts.extensions.get::<Principal>() {
-        p.merge_identity(&mut run.identity);
-    }
-    Ok(Target { tenant: tenant_of(&parts.extensions), agent_id: agent_id.to_string(), version, run })
+    let run = RunContext { run_id, ..Default::default() };
+    let principal = parts.extensions.get::<Principal>().cloned().unwrap_or_else(Principal::anonymous);
+    let to = Addressed { agent_id: agent_id.to_string(), version, run, timeout: None };
+    admission.call(&principal, to).await.map_err(mcp_error)
 }
 
+/// An error as a JSON-RPC error (the one vocabulary's MCP code).
 fn mcp_error(e: Error) -> ErrorData {
-    match e {
-        Error::NotFound(m) => ErrorData::invalid_params(m, None),
-        Error::InvalidArgument(_) | Error::FailedPrecondition(_) => ErrorData::invalid_request(e.to_string(), None),
-        Error::ResourceExhausted(m) | Error::Unavailable(m) => ErrorData::internal_error(m, None),
-        Error::Internal(_) => ErrorData::internal_error("internal error", None),
+    if let Error::Internal(m) = &e {
+        tracing::error!(error = %m, "internal error");
     }
+    ErrorData::new(rmcp::model::ErrorCode(e.code().jsonrpc()), e.public_message(), None)
 }
 
 fn schema_object(text: &str) -> JsonObject {
@@ -173,9 +160,11 @@ impl ServerHandler for AgentMcp {
     }
 
     async fn initialize(&self, request: InitializeRequestParams, cx: RequestContext<RoleServer>) -> Result<InitializeResult, ErrorData> {
-        let t = target(&cx)?;
+        let mut call = admit(&self.guard.admission, &cx).await?;
+        // The handshake belongs to no run yet: it reads the default (or named) version.
+        call.run = RunContext::default();
         // An unknown agent fails the handshake with a clear message.
-        let (_, _, instructions, _) = self.router.model_tools(&t.tenant, &t.agent_id, t.version, &RunContext::default()).await.map_err(mcp_error)?;
+        let instructions = self.router.model_tools(&call).await.map_err(mcp_error)?.instructions;
         cx.peer.set_peer_info(request.clone());
         let mut result = self.negotiate_initialize(&request)?;
         if !instructions.is_empty() {
@@ -185,24 +174,22 @@ impl ServerHandler for AgentMcp {
     }
 
     async fn list_tools(&self, _request: Option<PaginatedRequestParams>, cx: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
-        let t = target(&cx)?;
-        self.guard.runs.admit(&t.tenant, &t.agent_id, &t.run.run_id).await.map_err(mcp_error)?;
-        let (_, tools, _, _) = self.router.model_tools(&t.tenant, &t.agent_id, t.version, &t.run).await.map_err(mcp_error)?;
+        let call = admit(&self.guard.admission, &cx).await?;
+        let tools = self.router.model_tools(&call).await.map_err(mcp_error)?.tools;
         let tools = tools.into_iter().map(|m| Tool::new(m.name, m.description, schema_object(&m.input_schema_json))).collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
     async fn call_tool(&self, request: CallToolRequestParams, cx: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
-        let t = target(&cx)?;
         let arguments = request.arguments.map(|a| Value::Object(a).to_string()).unwrap_or_else(|| "{}".into());
         let max = self.guard.limits.max_arguments_bytes;
         if arguments.len() > max {
             return Err(ErrorData::invalid_params(format!("arguments are {} bytes, over the limit of {max}", arguments.len()), None));
         }
-        self.guard.runs.admit(&t.tenant, &t.agent_id, &t.run.run_id).await.map_err(mcp_error)?;
+        let cx = admit(&self.guard.admission, &cx).await?;
         // MCP has no tool call ids: each tools/call is a call of its own.
         let call = ToolCall { tool_call_id: format!("mcp-{:032x}", rand::random::<u128>()), tool_name: request.name.to_string(), arguments_json: arguments };
-        let outcome = self.router.handle(&t.tenant, &t.agent_id, t.version, &t.run, &call).await.map_err(mcp_error)?;
+        let outcome = self.router.handle(&cx, &call).await.map_err(mcp_error)?;
         Ok(CallToolResponse::from(call_result(outcome)))
     }
 }
@@ -212,6 +199,10 @@ impl ServerHandler for AgentMcp {
 fn call_result(outcome: Outcome) -> CallToolResult {
     let (content_json, is_error) = match outcome {
         Outcome::Result(r) => (r.content_json, r.is_error),
+        Outcome::Fault(f) => {
+            let r = f.render();
+            (r.content_json, r.is_error)
+        }
         Outcome::Deferred(d) => {
             let (status, message) = match d.kind {
                 DeferredKind::Approval => (

@@ -2,7 +2,7 @@
 //! per split, so each split row is one query's hand-checkable metrics.
 use std::path::Path;
 
-use toolrouter::eval::{self, EvalOptions, Row, SetReport};
+use super::eval::{self, EvalOptions, Row, SetReport};
 
 fn root() -> &'static Path {
     Path::new(concat!(

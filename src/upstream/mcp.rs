@@ -4,7 +4,7 @@
 //! opened; the session is reused for every call of the run and released by `EndRun` or
 //! after it has been idle for a while. Concurrent runs never share a session.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -19,46 +19,22 @@ use rmcp::transport::streamable_http_client::{
 };
 use rmcp::ServiceExt;
 use serde_json::Value;
-use tokio::sync::{OnceCell, Semaphore};
+use tokio::sync::OnceCell;
+
+use opentelemetry::propagation::TextMapPropagator;
+use opentelemetry_sdk::propagation::TraceContextPropagator;
+use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 use super::secrets::Secrets;
+use super::{Execution, Request, SourceKey, UpstreamConfig};
+use crate::call::RunContext;
 use crate::catalog::PreparedSource;
-use crate::catalog::{AgentDefinition, HeaderValue as Binding, McpSource, SourceKind, ToolDeclaration};
-use crate::invoke::RunContext;
-use crate::invoke::executor::{Execution, Executors};
-
-#[derive(Debug, Clone)]
-pub struct McpClientConfig {
-    /// A run's session unused this long is closed (the run's next call opens a new one).
-    pub session_idle: Duration,
-    /// Deadline when neither the tool nor the source sets one.
-    pub default_timeout: Duration,
-    /// Deadline of opening a session (initialize) and of listing tools.
-    pub connect_timeout: Duration,
-    pub default_max_concurrency: u32,
-    /// How long a call waits for a free slot before it is "busy".
-    pub queue_wait: Duration,
-    /// A call naming a tool the listing lacks lists again, at most this often per listing.
-    pub refresh_min_age: Duration,
-}
-
-impl Default for McpClientConfig {
-    fn default() -> Self {
-        Self {
-            session_idle: Duration::from_secs(15 * 60),
-            default_timeout: Duration::from_secs(30),
-            connect_timeout: Duration::from_secs(10),
-            default_max_concurrency: 64,
-            queue_wait: Duration::from_secs(1),
-            refresh_min_age: Duration::from_secs(1),
-        }
-    }
-}
+use crate::catalog::{HeaderValue as Binding, McpSource, SourceKind, ToolDeclaration};
 
 type Session = RunningService<RoleClient, ClientInfo>;
 
-/// (tenant, agent, run id, source id).
-type SessionKey = (String, String, String, String);
+/// A run's session with a source: (source, run id).
+type SessionKey = (SourceKey, String);
 
 struct Slot {
     session: OnceCell<Arc<Session>>,
@@ -84,33 +60,29 @@ impl Drop for InUse {
     }
 }
 
-/// The MCP client side: sessions per (run, source), concurrency limits per source.
+/// The MCP client side: one session per (run, source).
 pub struct McpClients {
-    config: McpClientConfig,
+    handshake_timeout: Duration,
+    session_idle: Duration,
     secrets: Arc<Secrets>,
     policy: Arc<crate::outbound::Policy>,
     http: TracingHttp,
     sessions: Mutex<HashMap<SessionKey, Arc<Slot>>>,
-    limits: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
 /// Headers as sent upstream; values are marked sensitive so they never print.
 pub type Headers = HashMap<HeaderName, HeaderValue>;
 
 impl McpClients {
-    pub fn new(config: McpClientConfig, secrets: Arc<Secrets>, outbound: &crate::outbound::Outbound) -> Self {
+    pub fn new(config: &UpstreamConfig, secrets: Arc<Secrets>, outbound: &crate::outbound::Outbound) -> Self {
         Self {
-            config,
+            handshake_timeout: config.mcp_handshake_timeout,
+            session_idle: config.session_idle,
             secrets,
             policy: outbound.policy.clone(),
             http: TracingHttp(http_client(outbound)),
             sessions: Mutex::new(HashMap::new()),
-            limits: Mutex::new(HashMap::new()),
         }
-    }
-
-    pub fn config(&self) -> &McpClientConfig {
-        &self.config
     }
 
     /// Resolves a source's header bindings for a run (`None`: no run, such as discovery
@@ -143,7 +115,7 @@ impl McpClients {
         let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);
         let transport = StreamableHttpClientTransport::with_client(self.http.clone(), config);
         let info = ClientInfo::new(ClientCapabilities::default(), Implementation::new("toolrouter", env!("CARGO_PKG_VERSION")));
-        match tokio::time::timeout(self.config.connect_timeout, info.serve(transport)).await {
+        match tokio::time::timeout(self.handshake_timeout, info.serve(transport)).await {
             Ok(Ok(s)) => Ok(s),
             Ok(Err(e)) => Err(format!("the MCP server did not complete initialization: {}", short(&e.to_string()))),
             Err(_) => Err("the MCP server did not complete initialization in time".into()),
@@ -181,8 +153,8 @@ impl McpClients {
             .0
             .session
             .get_or_try_init(|| async {
-                let headers = self.resolve_headers(source, &key.0, Some(run))?;
-                self.open(&key.3, &source.url, headers).await.map(Arc::new)
+                let headers = self.resolve_headers(source, &key.0.tenant, Some(run))?;
+                self.open(&key.0.source_id, &source.url, headers).await.map(Arc::new)
             })
             .await?
             .clone();
@@ -191,16 +163,16 @@ impl McpClients {
 
     /// Lists a source's tools. With a run, through the run's session (headers of the run);
     /// without one, through a short session of its own.
-    pub async fn list_tools(&self, tenant: &str, agent_id: &str, source_id: &str, source: &McpSource, run: Option<&RunContext>) -> Result<Vec<ToolDeclaration>, String> {
+    pub async fn list_tools(&self, key: &SourceKey, source: &McpSource, run: Option<&RunContext>) -> Result<Vec<ToolDeclaration>, String> {
         let tools = match run.filter(|r| !r.run_id.is_empty()) {
             Some(run) => {
-                let key = (tenant.to_string(), agent_id.to_string(), run.run_id.clone(), source_id.to_string());
+                let key = (key.clone(), run.run_id.clone());
                 let (session, _in_use) = self.session(&key, source, run).await?;
                 self.list_on(&session).await
             }
             None => {
-                let headers = self.resolve_headers(source, tenant, run)?;
-                let session = self.open(source_id, &source.url, headers).await?;
+                let headers = self.resolve_headers(source, &key.tenant, run)?;
+                let session = self.open(&key.source_id, &source.url, headers).await?;
                 let tools = self.list_on(&session).await;
                 let _ = session.cancel().await;
                 tools
@@ -210,43 +182,21 @@ impl McpClients {
     }
 
     async fn list_on(&self, session: &Session) -> Result<Vec<rmcp::model::Tool>, String> {
-        match tokio::time::timeout(self.config.connect_timeout, session.list_all_tools()).await {
+        match tokio::time::timeout(self.handshake_timeout, session.list_all_tools()).await {
             Ok(Ok(t)) => Ok(t),
             Ok(Err(e)) => Err(format!("tools/list failed: {}", short(&e.to_string()))),
             Err(_) => Err("tools/list did not answer in time".into()),
         }
     }
 
-    fn limit(&self, key: &str, max: u32) -> Arc<Semaphore> {
-        let max = if max == 0 { self.config.default_max_concurrency } else { max };
-        // The limit is part of the key: a version that changes it gets its own semaphore.
-        self.limits.lock().expect("limits lock").entry(format!("{key}\u{0}{max}")).or_insert_with(|| Arc::new(Semaphore::new(max as usize))).clone()
-    }
-
-    /// Calls one tool in the run's session, within the source's concurrency limit and the
-    /// call's deadline. A tool the server no longer lists is `Vanished`.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn execute(
-        &self,
-        tenant: &str,
-        agent_id: &str,
-        source_id: &str,
-        source: &McpSource,
-        tool: &str,
-        arguments_json: &str,
-        run: &RunContext,
-        timeout: Option<Duration>,
-    ) -> Execution {
-        let limit_key = format!("{tenant}\u{0}{agent_id}\u{0}{source_id}");
-        let sem = self.limit(&limit_key, source.max_concurrency);
-        let _permit = match tokio::time::timeout(self.config.queue_wait, sem.acquire_owned()).await {
-            Ok(Ok(p)) => p,
-            _ => return Execution::Busy,
-        };
+    /// Calls one tool in the run's session under `deadline`. A tool the server no longer
+    /// lists is `Vanished`.
+    pub async fn execute(&self, source: &McpSource, req: &Request<'_>, deadline: Duration) -> Execution {
+        let (run, tool) = (req.run, req.tool);
         // A call outside any run still gets a session of its own, closed afterwards.
         let own_run = run.run_id.is_empty();
         let run_id = if own_run { format!("\u{0}call-{}", rand::random::<u64>()) } else { run.run_id.clone() };
-        let key = (tenant.to_string(), agent_id.to_string(), run_id, source_id.to_string());
+        let key = (req.key.clone(), run_id);
         let (session, in_use) = match self.session(&key, source, run).await {
             Ok(s) => s,
             Err(e) => {
@@ -254,17 +204,16 @@ impl McpClients {
                 return Execution::NotSent(e);
             }
         };
-        let arguments = match serde_json::from_str::<Value>(arguments_json) {
+        let arguments = match serde_json::from_str::<Value>(req.arguments_json) {
             Ok(Value::Object(m)) => m,
             _ => serde_json::Map::new(),
         };
         let mut params = CallToolRequestParams::new(tool.to_string()).with_arguments(arguments);
-        let trace = crate::mcp::trace_headers();
+        let trace = trace_headers();
         if !trace.is_empty() {
             let meta: serde_json::Map<String, Value> = trace.into_iter().map(|(k, v)| (k, Value::String(v))).collect();
             params.meta = Some(RequestMetaObject(MetaObject(meta)));
         }
-        let deadline = timeout.unwrap_or(self.config.default_timeout);
         let outcome = tokio::time::timeout(deadline, session.call_tool(params)).await;
         let execution = match outcome {
             Err(_) => Execution::TimedOut,
@@ -280,10 +229,7 @@ impl McpClients {
                 if !self.still_listed(&session, tool).await {
                     Execution::Vanished
                 } else {
-                    Execution::Done {
-                        content_json: serde_json::json!({"error": "tool_error", "message": short(&e.message)}).to_string(),
-                        is_error: true,
-                    }
+                    Execution::ProtocolError(short(&e.message))
                 }
             }
             Ok(Err(ServiceError::Timeout { .. })) => Execution::TimedOut,
@@ -318,7 +264,7 @@ impl McpClients {
         let ended: Vec<Arc<Slot>> = {
             let mut sessions = self.sessions.lock().expect("sessions lock");
             let keys: Vec<SessionKey> =
-                sessions.keys().filter(|k| k.0 == tenant && k.1 == agent_id && k.2 == run_id).cloned().collect();
+                sessions.keys().filter(|(s, run)| s.tenant == tenant && s.agent_id == agent_id && run == run_id).cloned().collect();
             keys.iter().filter_map(|k| sessions.remove(k)).collect()
         };
         let n = ended.len();
@@ -328,7 +274,7 @@ impl McpClients {
 
     /// Closes sessions idle longer than the configured time; returns how many.
     pub fn expire_idle(&self) -> usize {
-        let idle = self.config.session_idle;
+        let idle = self.session_idle;
         let expired: Vec<Arc<Slot>> = {
             let mut sessions = self.sessions.lock().expect("sessions lock");
             let keys: Vec<SessionKey> = sessions
@@ -381,6 +327,15 @@ fn close(slots: Vec<Arc<Slot>>) {
             }
         }
     }
+}
+
+/// The W3C trace context of the current span (`traceparent`, `tracestate`), empty when
+/// there is no sampled span.
+fn trace_headers() -> HashMap<String, String> {
+    let cx = tracing::Span::current().context();
+    let mut out = HashMap::new();
+    TraceContextPropagator::new().inject_context(&cx, &mut out);
+    out
 }
 
 /// A value of the run context named by a header binding.
@@ -529,52 +484,5 @@ impl StreamableHttpClient for TracingHttp {
         max_sse_event_size: usize,
     ) -> Result<futures::stream::BoxStream<'static, Result<sse_stream::Sse, sse_stream::Error>>, StreamableHttpError<Self::Error>> {
         self.0.get_stream_with_max_sse_event_size(uri, session_id, last_event_id, auth_header, custom_headers, max_sse_event_size).await
-    }
-}
-
-/// Lists upstream tools at preparation: function sources through their executors, MCP
-/// sources through MCP (with the run's headers when the listing is for a run).
-pub struct Lister {
-    pub executors: Arc<Executors>,
-    pub mcp: Arc<McpClients>,
-}
-
-impl Lister {
-    async fn list_mcp(&self, def: &AgentDefinition, tenant: &str, agent_id: &str, run: Option<&RunContext>, listed: &mut BTreeMap<String, Vec<ToolDeclaration>>, diagnostics: &mut Vec<String>) {
-        let jobs = def.sources.iter().filter_map(|s| match &s.kind {
-            SourceKind::Mcp(m) => Some(async move { (s.id.clone(), self.mcp.list_tools(tenant, agent_id, &s.id, m, run).await) }),
-            _ => None,
-        });
-        for (id, r) in futures::future::join_all(jobs).await {
-            match r {
-                Ok(tools) => {
-                    listed.insert(id, tools);
-                }
-                Err(e) => {
-                    // Listed as empty: the source's tools are unavailable until the next preparation.
-                    listed.insert(id.clone(), Vec::new());
-                    diagnostics.push(format!("source {id:?}: MCP tools/list failed: {e}"));
-                }
-            }
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl crate::registry::ToolLister for Lister {
-    async fn list(&self, def: &AgentDefinition, tenant: &str) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
-        let (mut listed, mut diagnostics) = self.executors.list(def, tenant).await;
-        self.list_mcp(def, tenant, "", None, &mut listed, &mut diagnostics).await;
-        (listed, diagnostics)
-    }
-
-    fn run_key(&self, sources: &[PreparedSource], tenant: &str, run: &RunContext) -> Option<u64> {
-        McpClients::run_key(sources, tenant, run)
-    }
-
-    async fn list_for_run(&self, def: &AgentDefinition, tenant: &str, agent_id: &str, run: &RunContext) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
-        let (mut listed, mut diagnostics) = self.executors.list(def, tenant).await;
-        self.list_mcp(def, tenant, agent_id, Some(run), &mut listed, &mut diagnostics).await;
-        (listed, diagnostics)
     }
 }

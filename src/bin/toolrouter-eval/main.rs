@@ -1,10 +1,14 @@
 //! `toolrouter-eval`: retrieval quality and latency of the rankers on the labelled tool sets
-//! (see `toolrouter::eval`).
+//! (see `eval.rs`).
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Parser, ValueEnum};
-use toolrouter::eval::{self, EvalOptions, Half, Ranker};
+mod eval;
+#[cfg(test)]
+mod tests;
+
+use eval::{EvalOptions, Half, Ranker};
 use toolrouter::search::natural::NaturalConfig;
 
 #[derive(Parser)]

@@ -1,0 +1,76 @@
+//! Runs (SPEC §8): the first call of a run pins the definition version it sees, later calls
+//! keep it; `EndRun` releases the pin, the run's MCP sessions and its place in the tenant's
+//! run quota (one path, whichever edge ended the run); idle runs expire.
+
+use std::sync::Arc;
+
+use super::Router;
+use crate::admission::{CallContext, RequestContext};
+use crate::catalog::Catalog;
+use crate::control::{self, ModelTool};
+use crate::error::{Error, Result};
+
+/// The version a call resolved to, and its catalog.
+#[derive(Clone)]
+pub struct Resolved {
+    pub version: u32,
+    pub catalog: Arc<Catalog>,
+}
+
+/// `GetModelTools`: the model's tools for a run, and what the host should know.
+#[derive(Debug, Clone)]
+pub struct ModelTools {
+    pub version: u32,
+    pub tools: Vec<ModelTool>,
+    pub instructions: String,
+    pub diagnostics: Vec<String>,
+}
+
+impl Router {
+    /// The version and catalog of a call: a run keeps the version its first call pinned.
+    pub async fn resolve(&self, cx: &CallContext) -> Result<Resolved> {
+        let (tenant, agent_id, run) = (cx.tenant.as_str(), cx.agent_id.as_str(), &cx.run);
+        let version = if run.run_id.is_empty() {
+            self.registry.resolve_version(tenant, agent_id, cx.version).await?
+        } else {
+            let pinned = self.registry.pin_run(tenant, agent_id, cx.version, &run.run_id, self.config.run_idle).await?;
+            if cx.version != 0 && pinned != cx.version {
+                return Err(Error::FailedPrecondition(format!(
+                    "run {:?} is pinned to version {pinned}; start a new run to use version {}",
+                    run.run_id, cx.version
+                )));
+            }
+            pinned
+        };
+        let catalog = self.registry.catalog_for_run(tenant, agent_id, version, run).await?;
+        Ok(Resolved { version, catalog })
+    }
+
+    /// `GetModelTools`: the tools and instructions for this run (hot tools per user).
+    pub async fn model_tools(&self, cx: &CallContext) -> Result<ModelTools> {
+        let r = self.resolve(cx).await?;
+        let hot = self.hot_tools(cx, &r.catalog).await?;
+        let (tools, instructions) = control::model_tools(&r.catalog, &hot);
+        Ok(ModelTools { version: r.version, tools, instructions, diagnostics: r.catalog.diagnostics.clone() })
+    }
+
+    /// `EndRun` (and an MCP client closing its session): the run's next call pins the default
+    /// version again and counts as a new run; its MCP sessions upstream are closed.
+    pub async fn end_run(&self, rq: &RequestContext, agent_id: &str, run_id: &str) -> Result<()> {
+        if run_id.is_empty() {
+            return Err(Error::invalid("run_id", "name the run to end"));
+        }
+        let tenant = rq.tenant.as_str();
+        self.registry.resolve_version(tenant, agent_id, 0).await?;
+        self.registry.end_run(tenant, agent_id, run_id).await?;
+        self.upstream.end_run(tenant, agent_id, run_id);
+        self.admission.run_ended(tenant, agent_id, run_id);
+        Ok(())
+    }
+
+    /// Forgets idle runs; called periodically.
+    pub async fn expire_runs(&self) -> Result<u64> {
+        let before = self.now() - self.config.run_idle.as_millis() as i64;
+        Ok(self.registry.store().expire_runs(before).await?)
+    }
+}

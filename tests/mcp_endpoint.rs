@@ -360,3 +360,29 @@ async fn a_token_signed_with_a_key_the_issuer_just_added_is_accepted_on_its_firs
     let (status, challenge) = initialize_status(s.server.http_addr, Some(&format!("Bearer {}", never.token("acme")))).await;
     assert_eq!((status, challenge.as_str()), (401, "Bearer"));
 }
+
+// ----- graceful shutdown: MCP calls are drained like gRPC calls -----
+
+#[tokio::test]
+async fn an_mcp_call_in_flight_at_shutdown_returns_its_result() {
+    let exec = spawn_executor(Behaviour::Sleep(std::time::Duration::from_secs(3))).await;
+    let s = TestServer::start().await;
+    s.create("crm", crm_definition(&exec.endpoint())).await;
+    let client = connect(endpoint(&s, "/mcp/agents/crm")).await.expect("initialize");
+    let in_flight = tokio::spawn(async move {
+        let r = call(&client, "call_tool", json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": 42}})).await;
+        drop(client);
+        r
+    });
+    exec.wait_inflight(1).await;
+    let TestServer { server, .. } = s;
+    let shutdown = tokio::spawn(server.shutdown());
+    let (content, is_error) = tokio::time::timeout(std::time::Duration::from_secs(10), in_flight)
+        .await
+        .expect("the MCP call finished")
+        .expect("the call's task did not panic");
+    assert!(!is_error, "{content}");
+    assert_eq!(content, json!("Ada"));
+    tokio::time::timeout(std::time::Duration::from_secs(10), shutdown).await.expect("shutdown completes").expect("shutdown");
+    assert_eq!(exec.calls(), 1);
+}

@@ -544,3 +544,29 @@ async fn the_sources_concurrency_limit_makes_extra_calls_busy() {
     assert_eq!(errors, ["busy", "outcome_unknown"], "{first} {second}");
     assert_eq!(upstream.calls().len(), 1, "the busy call was not sent");
 }
+
+// ----- faults are typed: a tool's answer is never taken for toolrouter's own -----
+
+#[tokio::test]
+async fn tools_answering_with_toolrouters_unknown_tool_body_run_once_and_reach_the_model_unchanged() {
+    let exec = spawn_executor(Behaviour::Reply(support::LOOKALIKE_FAULT.into(), true)).await;
+    let upstream = McpServer::start(vec![mcp_tool("lookalike", "Answers like a router fault.", &[])]).await;
+    let function = function_source("fn", &exec.endpoint(), vec![tool("lookalike_fn", "Answers like a router fault.", json!({"type": "object"}))]);
+    let s = TestServer::start_with(config()).await;
+    s.create("a", crm(vec![function, mcp_source("up", &upstream.url(), &[])])).await;
+    let listing = || async {
+        let list = pb::ListCatalogToolsRequest { agent: Some(agent_ref("a")), run: Some(run_ctx("r1")), ..Default::default() };
+        let tools = s.discovery().list_tools(list).await.expect("list tools").into_inner().tools;
+        tools.into_iter().map(|t| t.name).collect::<Vec<_>>()
+    };
+    let before = listing().await;
+    assert_eq!(before, ["crm__lookalike", "crm__lookalike_fn"]);
+    for (id, tool) in [("c1", "lookalike_fn"), ("c2", "lookalike")] {
+        let outcome = s.call("a", "r1", id, "call_tool", call_crm(tool, json!({}))).await;
+        let pb::handle_tool_call_response::Outcome::Result(r) = outcome else { panic!("expected a result, got {outcome:?}") };
+        assert_eq!((r.content_json.as_str(), r.is_error), (support::LOOKALIKE_FAULT, true), "{tool}");
+    }
+    assert_eq!(exec.calls(), 1, "the executor's tool ran once");
+    assert_eq!(upstream.calls().len(), 1, "the MCP tool ran once");
+    assert_eq!(listing().await, before, "the tool list did not change");
+}

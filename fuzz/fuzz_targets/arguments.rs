@@ -72,16 +72,17 @@ fn check(schema: &str, arguments: &Value) {
         Ok(v) => v,
         Err(_) => {
             assert!(!accepted_at_create, "a schema accepted at create time does not compile: {schema}");
-            let result = verdict.expect_err("no validator, no call");
+            let result = verdict.expect_err("no validator, no call").render();
             assert_eq!(error_code(&result.content_json), "tool_unavailable");
             return;
         }
     };
-    let Err(result) = verdict else {
+    let Err(fault) = verdict else {
         assert!(validator.is_valid(arguments), "accepted but not valid: {arguments} for {schema}");
         return;
     };
     assert!(!validator.is_valid(arguments), "rejected but valid: {arguments} for {schema}");
+    let result = fault.render();
     assert!(result.is_error);
     assert_eq!(error_code(&result.content_json), "invalid_arguments");
     let content = content_object(&result.content_json);

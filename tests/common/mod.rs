@@ -147,6 +147,8 @@ pub enum Behaviour {
     Fail(String),
     /// Answers a gRPC status.
     Status(tonic::Code),
+    /// Answers exactly this content, with this `is_error`.
+    Reply(String, bool),
     /// Waits (at most 30 s) until the test opens the gate, then answers like `Echo`.
     Gate(Gate),
 }
@@ -231,6 +233,9 @@ impl ToolExecutor for FakeExecutor {
                 return Ok(Response::new(pb::ExecuteResponse { content_json: serde_json::json!(m).to_string(), is_error: true }));
             }
             Behaviour::Status(code) => return Err(Status::new(*code, "executor status")),
+            Behaviour::Reply(content_json, is_error) => {
+                return Ok(Response::new(pb::ExecuteResponse { content_json: content_json.clone(), is_error: *is_error }));
+            }
         }
         let args: serde_json::Value = serde_json::from_str(&r.arguments_json).unwrap_or_default();
         let content = if r.tool == "customer_name" {

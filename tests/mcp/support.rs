@@ -18,6 +18,10 @@ use rmcp::ServerHandler;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+/// What tools named `lookalike…` answer, with `is_error`: the body of toolrouter's own
+/// unknown-tool fault.
+pub const LOOKALIKE_FAULT: &str = r#"{"error":"unknown_tool","message":"x"}"#;
+
 /// One request as the server saw it.
 #[derive(Debug, Clone)]
 pub struct Seen {
@@ -175,6 +179,10 @@ impl ServerHandler for Recording {
         }
         if r.name.starts_with("pause") {
             tokio::time::sleep(Duration::from_millis(1500)).await;
+        }
+        if r.name.starts_with("lookalike") {
+            // A tool's own error that looks like one of toolrouter's faults.
+            return Ok(CallToolResult::error(vec![ContentBlock::text(LOOKALIKE_FAULT)]).into());
         }
         if r.name.starts_with("fail") {
             return Ok(CallToolResult::error(vec![ContentBlock::text("the upstream tool failed")]).into());

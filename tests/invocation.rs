@@ -358,15 +358,15 @@ fn dropping_def(endpoint: &str, idempotent: bool) -> pb::AgentDefinition {
 
 #[tokio::test]
 async fn dropped_connection_on_non_idempotent_tool_is_outcome_unknown_without_retry() {
-    let (addr, seen) = spawn_dropping_executor().await;
+    let exec = spawn_dropping_executor().await;
     let s = TestServer::start().await;
-    s.create("crm", dropping_def(&format!("http://{addr}"), false)).await;
+    s.create("crm", dropping_def(&format!("http://{}", exec.addr), false)).await;
 
     let (content, is_error) = s.call_result("crm", "r1", "c1", "call_tool", call_crm(42)).await;
     assert!(is_error);
     assert_eq!(content["error"], "outcome_unknown", "{content}");
     assert!(msg(&content).contains("Inspect the state"), "{content}");
-    assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 1, "no blind retry");
+    assert_eq!(exec.seen.load(std::sync::atomic::Ordering::SeqCst), 1, "no blind retry");
 }
 
 const RETRY_EVENT: &str = "retrying idempotent call that was not sent";
@@ -646,7 +646,7 @@ async fn pending_approval_survives_a_restart() {
     let s = TestServer::start_with(config()).await;
     s.create("crm", approval_def(&exec.endpoint())).await;
     let d = deferred_of(&s.call("crm", "r1", "c1", "call_tool", call_crm(42)).await);
-    let TestServer { server, channel } = s;
+    let TestServer { server, channel, .. } = s;
     drop(channel);
     tokio::time::timeout(Duration::from_secs(3), server.shutdown()).await.expect("shutdown finishes");
 

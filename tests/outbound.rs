@@ -341,6 +341,8 @@ struct Redirector {
     addr: SocketAddr,
     hits: Arc<AtomicUsize>,
     cancel: CancellationToken,
+    /// Dropped after `drop` cancels: re-raises the test's panics.
+    _panics: PanicWatch,
 }
 
 impl Drop for Redirector {
@@ -360,12 +362,13 @@ impl Redirector {
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let panics = PanicWatch::start(format!("the redirecting server on {addr}"));
         let cancel = CancellationToken::new();
         let stop = cancel.clone();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await;
         });
-        Self { addr, hits, cancel }
+        Self { addr, hits, cancel, _panics: panics }
     }
 }
 

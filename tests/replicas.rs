@@ -26,7 +26,8 @@ use toolrouter::server::RunningServer;
 struct Replica {
     name: &'static str,
     channel: Channel,
-    _server: Option<RunningServer>,
+    /// An in-process replica, watched for panics (tests/common/panics.rs).
+    _server: Option<Watched<RunningServer>>,
     _process: Option<Process>,
 }
 
@@ -47,7 +48,7 @@ async fn connect(addr: SocketAddr) -> Channel {
 async fn in_process(name: &'static str, store: &str) -> Replica {
     let mut cfg = toolrouter::config::ServerConfig::for_tests();
     cfg.store = store.into();
-    let server = toolrouter::server::start(cfg).await.expect("replica starts");
+    let server = start_server(cfg).await;
     Replica { name, channel: connect(server.grpc_addr).await, _server: Some(server), _process: None }
 }
 

@@ -38,9 +38,7 @@ fn grouped(group_name: &str, sources: Vec<pb::ToolSource>) -> pb::AgentDefinitio
 }
 
 fn with_function(mut source: pb::ToolSource, f: impl FnOnce(&mut pb::FunctionSource)) -> pb::ToolSource {
-    if let Some(pb::tool_source::Kind::Function(fs)) = &mut source.kind {
-        f(fs);
-    }
+    f(function_of(&mut source));
     source
 }
 
@@ -51,9 +49,7 @@ fn millis(ms: u64) -> prost_types::Duration {
 /// The CRM definition with `customer_name` changed by `f`.
 fn crm_with(endpoint: &str, f: impl FnOnce(&mut pb::ToolDeclaration)) -> pb::AgentDefinition {
     let mut def = crm_definition(endpoint);
-    if let Some(pb::tool_source::Kind::Function(fs)) = &mut def.sources[0].kind {
-        f(&mut fs.tools[0]);
-    }
+    f(&mut function_of(&mut def.sources[0]).tools[0]);
     def
 }
 
@@ -836,9 +832,7 @@ const DAY: Duration = Duration::from_secs(24 * 3600);
 
 fn auto_pin_def(endpoint: &str, auto_pin: pb::AutoPinConfig) -> pb::AgentDefinition {
     let mut def = crm_definition(endpoint);
-    if let Some(pb::tool_source::Kind::Function(f)) = &mut def.sources[0].kind {
-        f.tools.push(schema_tool("customer_email", any_object()));
-    }
+    function_of(&mut def.sources[0]).tools.push(schema_tool("customer_email", any_object()));
     def.control = Some(pb::ControlConfig { auto_pin: Some(auto_pin), ..Default::default() });
     def
 }

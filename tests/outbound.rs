@@ -496,9 +496,7 @@ async fn an_executor_requiring_a_client_certificate_accepts_the_configured_one()
     let other = spawn_executor_tls(Behaviour::Echo, mtls()).await;
     let without = TestServer::start_with(config_trusting(&pki)).await;
     let mut def = crm_at("mtls-exec-anonymous", &format!("https://localhost:{}", other.addr.port()));
-    if let Some(pb::tool_source::Kind::Function(f)) = def.sources[0].kind.as_mut() {
-        f.tools[0].idempotent = true;
-    }
+    function_of(&mut def.sources[0]).tools[0].idempotent = true;
     without.create("agent", def).await;
     let (content, is_error) = lookup_ada(&without).await;
     assert!(is_error && content["error"] == "tool_unavailable", "{content}");

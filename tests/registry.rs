@@ -187,9 +187,7 @@ async fn group_description_must_be_non_blank_and_at_most_512_chars() {
 async fn tool_names_are_validated() {
     for bad in ["", "has space", "dot.ted", &"t".repeat(65)] {
         let mut d = crm();
-        if let Some(pb::tool_source::Kind::Function(f)) = &mut d.sources[0].kind {
-            f.tools[0].name = bad.to_string();
-        }
+        function_of(&mut d.sources[0]).tools[0].name = bad.to_string();
         assert_eq!(rejected(d).await, ["definition.sources[0].function.tools[0].name"], "{bad:?}");
     }
 }
@@ -197,9 +195,7 @@ async fn tool_names_are_validated() {
 #[tokio::test]
 async fn tool_description_at_most_8192_chars() {
     let mut d = crm();
-    if let Some(pb::tool_source::Kind::Function(f)) = &mut d.sources[0].kind {
-        f.tools[0].description = "d".repeat(8193);
-    }
+    function_of(&mut d.sources[0]).tools[0].description = "d".repeat(8193);
     assert_eq!(rejected(d).await, ["definition.sources[0].function.tools[0].description"]);
 }
 
@@ -296,9 +292,7 @@ async fn schemas_that_are_not_valid_json_schema_are_rejected() {
     ];
     for bad in bads {
         let mut d = crm();
-        if let Some(pb::tool_source::Kind::Function(f)) = &mut d.sources[0].kind {
-            f.tools[0].input_schema_json = bad.clone();
-        }
+        function_of(&mut d.sources[0]).tools[0].input_schema_json = bad.clone();
         assert_eq!(rejected(d).await, ["definition.sources[0].function.tools[0].input_schema_json"], "{bad}");
     }
 }
@@ -338,9 +332,7 @@ async fn every_violation_is_reported_at_once() {
 async fn exposed_names_longer_than_64_characters_are_rejected() {
     let mut d = crm();
     let long = "t".repeat(60);
-    if let Some(pb::tool_source::Kind::Function(f)) = &mut d.sources[0].kind {
-        f.tools[0].name = long.clone();
-    }
+    function_of(&mut d.sources[0]).tools[0].name = long.clone();
     d.sources[0].tool_configs.insert("*".into(), pb::ToolConfig { pin: true, additional_search_text: String::new() });
     assert_eq!(rejected(d).await, ["definition.sources[0].function.tools[0].name"]);
 }

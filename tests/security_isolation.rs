@@ -19,11 +19,9 @@ const GLOBEX: &str = "globex";
 /// The CRM definition plus an approval-gated `refund`, so there are deferred records.
 fn crm_with_refund(endpoint: &str) -> pb::AgentDefinition {
     let mut def = crm_definition(endpoint);
-    if let Some(pb::tool_source::Kind::Function(f)) = &mut def.sources[0].kind {
-        let mut refund = tool("refund", "Refund a payment.", json!({"type": "object", "properties": {"amount": {"type": "integer"}}}));
-        refund.requires_approval = true;
-        f.tools.push(refund);
-    }
+    let mut refund = tool("refund", "Refund a payment.", json!({"type": "object", "properties": {"amount": {"type": "integer"}}}));
+    refund.requires_approval = true;
+    function_of(&mut def.sources[0]).tools.push(refund);
     def
 }
 

@@ -462,9 +462,7 @@ async fn shutdown_refuses_new_calls_and_lets_calls_in_flight_finish() {
     let slow = spawn_executor(Behaviour::Gate(gate.clone())).await;
     let mut def = ops_definition(&fast.endpoint(), &slow.endpoint());
     // Long enough to finish: the 100 ms deadline would turn it into an uncertain outcome.
-    if let Some(pb::tool_source::Kind::Function(f)) = &mut def.sources[1].kind {
-        f.tools[0].timeout = Some(millis(5_000));
-    }
+    function_of(&mut def.sources[1]).tools[0].timeout = Some(millis(5_000));
     let s = TestServer::start().await;
     s.create("ops", def).await;
     let http = s.server.http_addr;

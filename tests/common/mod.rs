@@ -133,6 +133,14 @@ pub fn function_source(id: &str, endpoint: &str, tools: Vec<pb::ToolDeclaration>
     }
 }
 
+/// The function source `source` is; fails the test if it is of another kind.
+pub fn function_of(source: &mut pb::ToolSource) -> &mut pb::FunctionSource {
+    match &mut source.kind {
+        Some(pb::tool_source::Kind::Function(f)) => f,
+        other => panic!("expected a function source, got {other:?}"),
+    }
+}
+
 pub fn group(description: &str, sources: &[&str]) -> pb::ToolGroup {
     pb::ToolGroup { description: description.into(), source_ids: sources.iter().map(|s| s.to_string()).collect() }
 }

@@ -13,8 +13,8 @@ pub mod pg;
 /// runtime (each `#[tokio::test]` has one: its thread, and any worker or blocking threads) or,
 /// outside any runtime, on the test's thread. Tests run in parallel in one process; this
 /// keeps one test's panic from failing another. If the test is already panicking the watch
-/// prints them instead. The fake executor also catches its handler's panic and answers
-/// `Internal` with its message, so the call fails at once rather than with a reset stream.
+/// prints those before the panic it unwinds from instead. The fake executor also catches its
+/// handler's panic and answers `Internal` with its message, so the call fails at once.
 pub mod panics;
 
 use std::net::SocketAddr;

@@ -6,8 +6,8 @@ use std::thread::ThreadId;
 
 use tokio::runtime::{Handle, Id};
 
-/// How a re-raised panic's message starts; the hook does not record such panics again, so a
-/// test that catches one (tests/harness.rs) does not see it in its other watches.
+/// How a re-raised panic's message starts; watches do not count such panics, so a test that
+/// catches one (tests/harness.rs) does not see it again in its other watches.
 pub const RERAISED: &str = "panicked in an in-process server of this test";
 
 /// One panic, as the hook saw it.
@@ -19,6 +19,8 @@ struct Recorded {
     runtime: Option<Id>,
     location: String,
     message: String,
+    /// A watch's panic (its message starts with `RERAISED`).
+    reraised: bool,
 }
 
 /// Every panic of the process since the hook was installed, in order; never shrinks.
@@ -36,17 +38,16 @@ fn install_hook() {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
             let message = payload_text(info.payload());
-            if !message.starts_with(RERAISED) {
-                let thread = std::thread::current();
-                let recorded = Recorded {
-                    thread: thread.id(),
-                    thread_name: thread.name().unwrap_or("<unnamed>").to_string(),
-                    runtime: Handle::try_current().ok().map(|h| h.id()),
-                    location: info.location().map(|l| l.to_string()).unwrap_or_default(),
-                    message,
-                };
-                panics().push(recorded);
-            }
+            let thread = std::thread::current();
+            let recorded = Recorded {
+                thread: thread.id(),
+                thread_name: thread.name().unwrap_or("<unnamed>").to_string(),
+                runtime: Handle::try_current().ok().map(|h| h.id()),
+                location: info.location().map(|l| l.to_string()).unwrap_or_default(),
+                reraised: message.starts_with(RERAISED),
+                message,
+            };
+            panics().push(recorded);
             previous(info);
         }));
     });
@@ -66,7 +67,7 @@ pub fn payload_text(payload: &(dyn std::any::Any + Send)) -> String {
 /// Watches for panics that belong to the test that made it: those since `start` on the same
 /// tokio runtime (each `#[tokio::test]` has its own; any of its threads counts) or, for a
 /// panic outside any runtime, on the same thread. When dropped it panics with their messages
-/// (or, if the thread is already panicking, prints them).
+/// (or, if the thread is already panicking, prints those before the one unwinding).
 pub struct PanicWatch {
     what: String,
     from: usize,
@@ -87,38 +88,47 @@ impl PanicWatch {
         }
     }
 
-    /// The panics seen so far, one text each (thread, location, message).
-    pub fn seen(&self) -> Vec<String> {
-        panics()[self.from..]
+    /// The panics seen so far, one text each (thread, location, message); without the last
+    /// one of this thread if `unwinding` (the panic this thread is unwinding from).
+    fn seen(&self, unwinding: bool) -> Vec<String> {
+        let panics = panics();
+        let me = std::thread::current().id();
+        let unwinding_from = if unwinding { panics.iter().rposition(|p| p.thread == me) } else { None };
+        panics
             .iter()
-            .filter(|p| match (p.runtime, self.runtime) {
+            .enumerate()
+            .skip(self.from)
+            .filter(|&(i, p)| Some(i) != unwinding_from && !p.reraised)
+            .filter(|(_, p)| match (p.runtime, self.runtime) {
                 (Some(theirs), Some(ours)) => theirs == ours,
                 _ => p.thread == self.thread,
             })
-            .map(|p| format!("thread '{}' panicked at {}:\n{}", p.thread_name, p.location, p.message))
+            .map(|(_, p)| format!("thread '{}' panicked at {}:\n{}", p.thread_name, p.location, p.message))
             .collect()
     }
 
     /// Panics now if any panic was seen (for a watch that is never dropped).
     pub fn check(&self) {
-        if let Some(text) = self.report() {
+        if let Some(text) = self.report(false) {
             panic!("{text}");
         }
     }
 
-    fn report(&self) -> Option<String> {
-        let seen = self.seen();
+    fn report(&self, unwinding: bool) -> Option<String> {
+        let seen = self.seen(unwinding);
         (!seen.is_empty()).then(|| format!("{RERAISED} ({} saw {} panic(s)):\n{}", self.what, seen.len(), seen.join("\n")))
     }
 }
 
 impl Drop for PanicWatch {
     fn drop(&mut self) {
-        let Some(text) = self.report() else { return };
         if std::thread::panicking() {
-            // A second panic would abort the test binary; the test fails already.
-            eprintln!("{text}");
-        } else {
+            // The test fails already, and a second panic would abort the test binary: print
+            // the panics before the one unwinding (they may be why the test fails).
+            if let Some(text) = self.report(true) {
+                eprintln!("{text}");
+            }
+        } else if let Some(text) = self.report(false) {
             panic!("{text}");
         }
     }

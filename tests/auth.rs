@@ -186,6 +186,7 @@ async fn claims_of_the_credential_win_over_claims_sent_in_the_run_context() {
     assert_eq!(sent.identity["user_id"], "svc-acme", "the credential's claim");
     assert_eq!(sent.identity["team"], "blue", "claims the credential lacks pass through");
     let metadata = exec.exec.last_metadata.lock().unwrap().clone();
+    assert!(!metadata.is_empty(), "the executor's metadata was recorded");
     assert!(metadata.iter().all(|(k, v)| k != "authorization" && !v.contains(KEY_A)), "the caller's key is not forwarded: {metadata:?}");
 }
 

@@ -171,6 +171,8 @@ struct Issuer {
     fetches: Arc<AtomicUsize>,
     addr: SocketAddr,
     _stop: Arc<tokio_util::sync::DropGuard>,
+    /// Dropped with the last clone: re-raises the test's panics.
+    _panics: Arc<PanicWatch>,
 }
 
 impl Issuer {
@@ -180,6 +182,7 @@ impl Issuer {
         let fetches = Arc::new(AtomicUsize::new(0));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let panics = PanicWatch::start(format!("the JWKS issuer on {addr}"));
         let (a, f) = (answer.clone(), fetches.clone());
         let app = axum::Router::new()
             .route(
@@ -202,7 +205,7 @@ impl Issuer {
         let stop = tokio_util::sync::CancellationToken::new();
         let stopped = stop.clone();
         tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await }).await });
-        Issuer { answer, fetches, addr, _stop: Arc::new(stop.drop_guard()) }
+        Issuer { answer, fetches, addr, _stop: Arc::new(stop.drop_guard()), _panics: Arc::new(panics) }
     }
 
     fn url(&self, path: &str) -> String {

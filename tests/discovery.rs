@@ -453,6 +453,7 @@ async fn control_schemas_and_guidance_are_byte_identical_across_inventories() {
     let b = with(crm_definition("http://127.0.0.1:1")).await;
     let (ma, mb) = (model_tools(&a).await, model_tools(&b).await);
     let controls = |m: &pb::GetModelToolsResponse| m.tools.iter().filter(|t| t.kind == pb::ModelToolKind::Control as i32).cloned().collect::<Vec<_>>();
+    assert!(!controls(&ma).is_empty(), "{:?}", ma.tools);
     assert_eq!(controls(&ma), controls(&mb));
     assert_eq!(ma.instructions, mb.instructions);
     for t in controls(&ma) {

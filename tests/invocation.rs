@@ -38,9 +38,7 @@ fn grouped(group_name: &str, sources: Vec<pb::ToolSource>) -> pb::AgentDefinitio
 }
 
 fn with_function(mut source: pb::ToolSource, f: impl FnOnce(&mut pb::FunctionSource)) -> pb::ToolSource {
-    if let Some(pb::tool_source::Kind::Function(fs)) = &mut source.kind {
-        f(fs);
-    }
+    f(function_of(&mut source));
     source
 }
 
@@ -51,9 +49,7 @@ fn millis(ms: u64) -> prost_types::Duration {
 /// The CRM definition with `customer_name` changed by `f`.
 fn crm_with(endpoint: &str, f: impl FnOnce(&mut pb::ToolDeclaration)) -> pb::AgentDefinition {
     let mut def = crm_definition(endpoint);
-    if let Some(pb::tool_source::Kind::Function(fs)) = &mut def.sources[0].kind {
-        f(&mut fs.tools[0]);
-    }
+    f(&mut function_of(&mut def.sources[0]).tools[0]);
     def
 }
 
@@ -358,15 +354,15 @@ fn dropping_def(endpoint: &str, idempotent: bool) -> pb::AgentDefinition {
 
 #[tokio::test]
 async fn dropped_connection_on_non_idempotent_tool_is_outcome_unknown_without_retry() {
-    let (addr, seen) = spawn_dropping_executor().await;
+    let exec = spawn_dropping_executor().await;
     let s = TestServer::start().await;
-    s.create("crm", dropping_def(&format!("http://{addr}"), false)).await;
+    s.create("crm", dropping_def(&format!("http://{}", exec.addr), false)).await;
 
     let (content, is_error) = s.call_result("crm", "r1", "c1", "call_tool", call_crm(42)).await;
     assert!(is_error);
     assert_eq!(content["error"], "outcome_unknown", "{content}");
     assert!(msg(&content).contains("Inspect the state"), "{content}");
-    assert_eq!(seen.load(std::sync::atomic::Ordering::SeqCst), 1, "no blind retry");
+    assert_eq!(exec.seen.load(std::sync::atomic::Ordering::SeqCst), 1, "no blind retry");
 }
 
 const RETRY_EVENT: &str = "retrying idempotent call that was not sent";
@@ -646,7 +642,7 @@ async fn pending_approval_survives_a_restart() {
     let s = TestServer::start_with(config()).await;
     s.create("crm", approval_def(&exec.endpoint())).await;
     let d = deferred_of(&s.call("crm", "r1", "c1", "call_tool", call_crm(42)).await);
-    let TestServer { server, channel } = s;
+    let TestServer { server, channel, .. } = s;
     drop(channel);
     tokio::time::timeout(Duration::from_secs(3), server.shutdown()).await.expect("shutdown finishes");
 
@@ -836,9 +832,7 @@ const DAY: Duration = Duration::from_secs(24 * 3600);
 
 fn auto_pin_def(endpoint: &str, auto_pin: pb::AutoPinConfig) -> pb::AgentDefinition {
     let mut def = crm_definition(endpoint);
-    if let Some(pb::tool_source::Kind::Function(f)) = &mut def.sources[0].kind {
-        f.tools.push(schema_tool("customer_email", any_object()));
-    }
+    function_of(&mut def.sources[0]).tools.push(schema_tool("customer_email", any_object()));
     def.control = Some(pb::ControlConfig { auto_pin: Some(auto_pin), ..Default::default() });
     def
 }

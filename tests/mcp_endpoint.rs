@@ -297,6 +297,8 @@ struct Issuer {
     fetches: std::sync::Arc<std::sync::atomic::AtomicUsize>,
     addr: std::net::SocketAddr,
     _stop: tokio_util::sync::DropGuard,
+    /// Dropped after the server stops: re-raises the test's panics.
+    _panics: PanicWatch,
 }
 
 impl Issuer {
@@ -316,10 +318,11 @@ impl Issuer {
         );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let panics = PanicWatch::start(format!("the JWKS issuer on {addr}"));
         let stop = tokio_util::sync::CancellationToken::new();
         let stopped = stop.clone();
         tokio::spawn(async move { axum::serve(listener, app).with_graceful_shutdown(async move { stopped.cancelled().await }).await });
-        Issuer { document, fetches, addr, _stop: stop.drop_guard() }
+        Issuer { document, fetches, addr, _stop: stop.drop_guard(), _panics: panics }
     }
 
     fn publish(&self, document: String) {

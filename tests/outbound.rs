@@ -341,6 +341,8 @@ struct Redirector {
     addr: SocketAddr,
     hits: Arc<AtomicUsize>,
     cancel: CancellationToken,
+    /// Dropped after `drop` cancels: re-raises the test's panics.
+    _panics: PanicWatch,
 }
 
 impl Drop for Redirector {
@@ -360,12 +362,13 @@ impl Redirector {
         });
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let panics = PanicWatch::start(format!("the redirecting server on {addr}"));
         let cancel = CancellationToken::new();
         let stop = cancel.clone();
         tokio::spawn(async move {
             let _ = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await;
         });
-        Self { addr, hits, cancel }
+        Self { addr, hits, cancel, _panics: panics }
     }
 }
 
@@ -493,9 +496,7 @@ async fn an_executor_requiring_a_client_certificate_accepts_the_configured_one()
     let other = spawn_executor_tls(Behaviour::Echo, mtls()).await;
     let without = TestServer::start_with(config_trusting(&pki)).await;
     let mut def = crm_at("mtls-exec-anonymous", &format!("https://localhost:{}", other.addr.port()));
-    if let Some(pb::tool_source::Kind::Function(f)) = def.sources[0].kind.as_mut() {
-        f.tools[0].idempotent = true;
-    }
+    function_of(&mut def.sources[0]).tools[0].idempotent = true;
     without.create("agent", def).await;
     let (content, is_error) = lookup_ada(&without).await;
     assert!(is_error && content["error"] == "tool_unavailable", "{content}");

@@ -187,9 +187,7 @@ async fn group_description_must_be_non_blank_and_at_most_512_chars() {
 async fn tool_names_are_validated() {
     for bad in ["", "has space", "dot.ted", &"t".repeat(65)] {
         let mut d = crm();
-        if let Some(pb::tool_source::Kind::Function(f)) = &mut d.sources[0].kind {
-            f.tools[0].name = bad.to_string();
-        }
+        function_of(&mut d.sources[0]).tools[0].name = bad.to_string();
         assert_eq!(rejected(d).await, ["definition.sources[0].function.tools[0].name"], "{bad:?}");
     }
 }
@@ -197,9 +195,7 @@ async fn tool_names_are_validated() {
 #[tokio::test]
 async fn tool_description_at_most_8192_chars() {
     let mut d = crm();
-    if let Some(pb::tool_source::Kind::Function(f)) = &mut d.sources[0].kind {
-        f.tools[0].description = "d".repeat(8193);
-    }
+    function_of(&mut d.sources[0]).tools[0].description = "d".repeat(8193);
     assert_eq!(rejected(d).await, ["definition.sources[0].function.tools[0].description"]);
 }
 
@@ -296,22 +292,27 @@ async fn schemas_that_are_not_valid_json_schema_are_rejected() {
     ];
     for bad in bads {
         let mut d = crm();
-        if let Some(pb::tool_source::Kind::Function(f)) = &mut d.sources[0].kind {
-            f.tools[0].input_schema_json = bad.clone();
-        }
+        function_of(&mut d.sources[0]).tools[0].input_schema_json = bad.clone();
         assert_eq!(rejected(d).await, ["definition.sources[0].function.tools[0].input_schema_json"], "{bad}");
     }
 }
 
 #[tokio::test]
 async fn draft_7_and_2019_09_schemas_are_accepted_when_declared() {
+    let exec = spawn_executor(Behaviour::Echo).await;
+    let call = |id: serde_json::Value| json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": id}});
     for draft in ["http://json-schema.org/draft-07/schema#", "https://json-schema.org/draft/2019-09/schema"] {
-        let mut d = crm();
-        if let Some(pb::tool_source::Kind::Function(f)) = &mut d.sources[0].kind {
-            f.tools[0].input_schema_json = json!({"$schema": draft, "type": "object", "definitions": {"id": {"type": "integer"}}, "properties": {"customer_id": {"$ref": "#/definitions/id"}}}).to_string();
-        }
-        TestServer::start().await.create("a", d).await;
+        let mut d = crm_definition(&exec.endpoint());
+        let schema = json!({"$schema": draft, "type": "object", "definitions": {"id": {"type": "integer"}}, "properties": {"customer_id": {"$ref": "#/definitions/id"}}});
+        function_of(&mut d.sources[0]).tools[0].input_schema_json = schema.to_string();
+        let s = TestServer::start().await;
+        assert_eq!(s.create("a", d).await.version, 1, "{draft}");
+        // The schema is in force as declared: its `$ref` into `definitions` checks the arguments.
+        let (bad, is_error) = s.call_result("a", "r1", "c1", "call_tool", call(json!("forty-two"))).await;
+        assert!(is_error && bad["error"] == "invalid_arguments", "{draft}: {bad}");
+        assert_eq!(s.call_result("a", "r1", "c2", "call_tool", call(json!(42))).await, (json!("Ada"), false), "{draft}");
     }
+    assert_eq!(exec.calls(), 2, "only the valid calls ran");
 }
 
 #[tokio::test]
@@ -338,9 +339,7 @@ async fn every_violation_is_reported_at_once() {
 async fn exposed_names_longer_than_64_characters_are_rejected() {
     let mut d = crm();
     let long = "t".repeat(60);
-    if let Some(pb::tool_source::Kind::Function(f)) = &mut d.sources[0].kind {
-        f.tools[0].name = long.clone();
-    }
+    function_of(&mut d.sources[0]).tools[0].name = long.clone();
     d.sources[0].tool_configs.insert("*".into(), pb::ToolConfig { pin: true, additional_search_text: String::new() });
     assert_eq!(rejected(d).await, ["definition.sources[0].function.tools[0].name"]);
 }

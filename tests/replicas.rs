@@ -26,7 +26,8 @@ use toolrouter::server::RunningServer;
 struct Replica {
     name: &'static str,
     channel: Channel,
-    _server: Option<RunningServer>,
+    /// An in-process replica, watched for panics (tests/common/panics.rs).
+    _server: Option<Watched<RunningServer>>,
     _process: Option<Process>,
 }
 
@@ -47,7 +48,7 @@ async fn connect(addr: SocketAddr) -> Channel {
 async fn in_process(name: &'static str, store: &str) -> Replica {
     let mut cfg = toolrouter::config::ServerConfig::for_tests();
     cfg.store = store.into();
-    let server = toolrouter::server::start(cfg).await.expect("replica starts");
+    let server = start_server(cfg).await;
     Replica { name, channel: connect(server.grpc_addr).await, _server: Some(server), _process: None }
 }
 
@@ -65,7 +66,8 @@ async fn binary(name: &'static str, store: &str) -> Replica {
     let stdout = child.stdout.take().unwrap();
     let process = Process(child);
     let (tx, rx) = std::sync::mpsc::channel();
-    // Keeps reading after the ready line, so the child never blocks on a full pipe.
+    // Keeps reading after the ready line, so the child never blocks on a full pipe. Other
+    // lines are skipped; no ready line at all fails at `recv_timeout` below.
     std::thread::spawn(move || {
         let mut tx = Some(tx);
         for line in BufReader::new(stdout).lines() {
@@ -168,9 +170,7 @@ fn call_crm(id: u64) -> Value {
 /// The CRM definition with `customer_name` described as `description`.
 fn crm_described(endpoint: &str, description: &str) -> pb::AgentDefinition {
     let mut def = crm_definition(endpoint);
-    if let Some(pb::tool_source::Kind::Function(fs)) = &mut def.sources[0].kind {
-        fs.tools[0].description = description.into();
-    }
+    function_of(&mut def.sources[0]).tools[0].description = description.into();
     def
 }
 
@@ -254,9 +254,7 @@ async fn a_call_deferred_on_one_replica_is_listed_and_approved_on_another_and_ru
     let replicas = three_replicas(&db.url).await;
     let [a, b, c] = &replicas;
     let mut def = crm_definition(&exec.endpoint());
-    if let Some(pb::tool_source::Kind::Function(fs)) = &mut def.sources[0].kind {
-        fs.tools[0].requires_approval = true;
-    }
+    function_of(&mut def.sources[0]).tools[0].requires_approval = true;
     a.create("crm", def, true).await;
 
     let d = deferred_of(&a.call("crm", "r1", "c1", "call_tool", call_crm(42)).await);

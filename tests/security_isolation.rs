@@ -19,11 +19,9 @@ const GLOBEX: &str = "globex";
 /// The CRM definition plus an approval-gated `refund`, so there are deferred records.
 fn crm_with_refund(endpoint: &str) -> pb::AgentDefinition {
     let mut def = crm_definition(endpoint);
-    if let Some(pb::tool_source::Kind::Function(f)) = &mut def.sources[0].kind {
-        let mut refund = tool("refund", "Refund a payment.", json!({"type": "object", "properties": {"amount": {"type": "integer"}}}));
-        refund.requires_approval = true;
-        f.tools.push(refund);
-    }
+    let mut refund = tool("refund", "Refund a payment.", json!({"type": "object", "properties": {"amount": {"type": "integer"}}}));
+    refund.requires_approval = true;
+    function_of(&mut def.sources[0]).tools.push(refund);
     def
 }
 
@@ -90,7 +88,7 @@ async fn another_tenants_agent_is_not_found_on_every_rpc_exactly_like_an_agent_t
         assert_eq!(got.code(), Code::NotFound, "{rpc}: {got:?}");
         let expected = baseline.message().replace("crx", "crm").replace(&absent_deferred, &deferred);
         assert_eq!(got.message(), expected, "{rpc}: the message says no more than for an absent agent");
-        assert!(got.details().is_empty() || got.details() == baseline.details(), "{rpc}");
+        assert_eq!(got.details(), baseline.details(), "{rpc}: no more details than for an absent agent");
         for leak in ["customer_name", "refund", "Customer records", "version two", ACME] {
             assert!(!got.message().contains(leak), "{rpc} leaks {leak:?}: {}", got.message());
         }

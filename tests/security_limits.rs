@@ -155,9 +155,7 @@ async fn tool_call_arguments_over_the_limit_are_invalid_in_every_rpc_that_takes_
     let s = TestServer::start_with(cfg).await;
     let mut def = crm_definition(&exec.endpoint());
     def.groups.clear();
-    if let Some(pb::tool_source::Kind::Function(f)) = &mut def.sources[0].kind {
-        f.tools[0].requires_approval = true;
-    }
+    function_of(&mut def.sources[0]).tools[0].requires_approval = true;
     s.create("crm", def).await;
 
     let at = s.handle_raw("crm", run_ctx("r1"), "a1", "customer_name", &arguments_of(512)).await.expect("512 bytes are accepted");

@@ -67,11 +67,9 @@ async fn planted_keys_appear_in_no_response_error_log_or_span() {
 
     // Success paths: registry, discovery, an executed call, an approval.
     let mut def = crm_definition(&exec.endpoint());
-    if let Some(pb::tool_source::Kind::Function(f)) = &mut def.sources[0].kind {
-        let mut refund = tool("refund", "Refund a payment.", json!({"type": "object"}));
-        refund.requires_approval = true;
-        f.tools.push(refund);
-    }
+    let mut refund = tool("refund", "Refund a payment.", json!({"type": "object"}));
+    refund.requires_approval = true;
+    function_of(&mut def.sources[0]).tools.push(refund);
     answers.push(format!("{:?}", s.create_as(KEY, "crm", def).await));
     let mut disc = s.discovery_as(KEY);
     answers.push(format!("{:?}", disc.discover_tools(pb::DiscoverToolsRequest { agent: Some(agent_ref("crm")), query: "customer".into(), ..Default::default() }).await));

@@ -506,8 +506,10 @@ async fn concurrent_transitions_have_one_winner(s: Store) {
     assert_eq!(results.iter().filter(|t| **t == Transition::Moved).count(), 1, "{results:?}");
     let winner = s.get_deferred(T, "d1").await.unwrap().unwrap().resolution;
     for t in &results {
-        if let Transition::Already(row) = t {
-            assert_eq!(row.resolution, winner, "the losers see the winner's resolution");
+        match t {
+            Transition::Moved => {}
+            Transition::Already(row) => assert_eq!(row.resolution, winner, "the losers see the winner's resolution"),
+            Transition::Missing => panic!("a loser found no record: {results:?}"),
         }
     }
 }

@@ -46,6 +46,9 @@ struct Harness {
     _rt: tokio::runtime::Runtime,
     collector: Collector,
     telemetry: Telemetry,
+    /// Panics on the harness's runtime (the collector's, the exporter's tasks), which no
+    /// test's own watch sees; re-raised by `received`.
+    panics: PanicWatch,
 }
 
 fn harness() -> &'static Harness {
@@ -57,7 +60,8 @@ fn harness() -> &'static Harness {
 fn build_harness() -> Harness {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let collector = Collector::default();
-    let telemetry = rt.block_on(async {
+    let (telemetry, panics) = rt.block_on(async {
+        let panics = PanicWatch::start("the OTLP collector shared by the telemetry tests");
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let svc = TraceServiceServer::new(collector.clone());
@@ -70,15 +74,21 @@ fn build_harness() -> Harness {
             export_delay: Duration::from_millis(100),
             ..TelemetryConfig::default()
         };
-        toolrouter::telemetry::init(&cfg).expect("telemetry installs")
+        (toolrouter::telemetry::init(&cfg).expect("telemetry installs"), panics)
     });
     assert!(telemetry.exporting());
-    Harness { _rt: rt, collector, telemetry }
+    Harness { _rt: rt, collector, telemetry, panics }
 }
 
 impl Harness {
+    /// What the collector received, once no panic happened on the harness's runtime.
+    fn received(&self) -> std::sync::MutexGuard<'_, Vec<ExportTraceServiceRequest>> {
+        self.panics.check();
+        self.collector.0.lock().unwrap()
+    }
+
     fn spans(&self, trace_id: &[u8]) -> Vec<Span> {
-        let requests = self.collector.0.lock().unwrap();
+        let requests = self.received();
         requests
             .iter()
             .flat_map(|r| &r.resource_spans)
@@ -91,11 +101,11 @@ impl Harness {
 
     /// Everything exported so far, as text.
     fn exported_text(&self) -> String {
-        format!("{:?}", self.collector.0.lock().unwrap())
+        format!("{:?}", self.received())
     }
 
     fn service_names(&self) -> Vec<String> {
-        let requests = self.collector.0.lock().unwrap();
+        let requests = self.received();
         requests
             .iter()
             .flat_map(|r| &r.resource_spans)
@@ -251,7 +261,8 @@ async fn tool_call_spans_continue_the_callers_trace_and_reach_the_executor() {
 
     // No argument value anywhere in what was exported.
     assert!(!h.exported_text().contains(SECRET), "an argument value was exported");
-    assert!(h.service_names().iter().all(|n| n == "toolrouter-test"), "{:?}", h.service_names());
+    let names = h.service_names();
+    assert!(!names.is_empty() && names.iter().all(|n| n == "toolrouter-test"), "{names:?}");
 }
 
 #[tokio::test]
@@ -452,9 +463,7 @@ async fn shutdown_refuses_new_calls_and_lets_calls_in_flight_finish() {
     let slow = spawn_executor(Behaviour::Gate(gate.clone())).await;
     let mut def = ops_definition(&fast.endpoint(), &slow.endpoint());
     // Long enough to finish: the 100 ms deadline would turn it into an uncertain outcome.
-    if let Some(pb::tool_source::Kind::Function(f)) = &mut def.sources[1].kind {
-        f.tools[0].timeout = Some(millis(5_000));
-    }
+    function_of(&mut def.sources[1]).tools[0].timeout = Some(millis(5_000));
     let s = TestServer::start().await;
     s.create("ops", def).await;
     let http = s.server.http_addr;
@@ -468,7 +477,7 @@ async fn shutdown_refuses_new_calls_and_lets_calls_in_flight_finish() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 
-    let TestServer { server, channel } = s;
+    let TestServer { server, channel, .. } = s;
     let shutdown = tokio::spawn(server.shutdown());
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {

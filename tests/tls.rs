@@ -200,7 +200,7 @@ fn rejections(dir: &TempDir) -> usize {
 async fn grpc_over_tls_serves_the_generated_client_with_alpn_h2() {
     let ca = Ca::new("test CA");
     let files = Files::new(&ca.server("toolrouter", 1));
-    let s = toolrouter::server::start(tls_server_config(&files)).await.expect("starts");
+    let s = start_server(tls_server_config(&files)).await;
     let channel = grpc_channel(s.grpc_addr, client_config(&ca.pem, &[b"h2"], None)).await.expect("TLS channel");
     assert_eq!(serving(channel.clone()).await.unwrap(), ServingStatus::Serving);
     let created = pb::agent_registry_client::AgentRegistryClient::new(channel)
@@ -214,14 +214,14 @@ async fn grpc_over_tls_serves_the_generated_client_with_alpn_h2() {
     assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]), "gRPC is HTTP/2");
     assert!(handshake(s.grpc_addr, client_config(&ca.pem, &[b"http/1.1"], None)).await.is_err(), "the gRPC listener offers h2 only");
     drop(tls);
-    tokio::time::timeout(Duration::from_secs(30), s.shutdown()).await.expect("a TLS server shuts down gracefully");
+    tokio::time::timeout(Duration::from_secs(30), s.inner.shutdown()).await.expect("a TLS server shuts down gracefully");
 }
 
 #[tokio::test]
 async fn the_http_listener_serves_health_readiness_and_metrics_over_tls_with_h2_and_http1() {
     let ca = Ca::new("test CA");
     let files = Files::new(&ca.server("toolrouter", 1));
-    let s = toolrouter::server::start(tls_server_config(&files)).await.expect("starts");
+    let s = start_server(tls_server_config(&files)).await;
     let http1 = || client_config(&ca.pem, &[b"http/1.1"], None);
     assert_eq!(https_get(s.http_addr, "/healthz", http1()).await.unwrap(), (200, "ok".to_string()));
     assert_eq!(https_get(s.http_addr, "/readyz", http1()).await.unwrap(), (200, "ready".to_string()));
@@ -252,7 +252,7 @@ async fn the_http_listener_serves_health_readiness_and_metrics_over_tls_with_h2_
 async fn plaintext_clients_are_refused_by_tls_listeners() {
     let ca = Ca::new("test CA");
     let files = Files::new(&ca.server("toolrouter", 1));
-    let s = toolrouter::server::start(tls_server_config(&files)).await.expect("starts");
+    let s = start_server(tls_server_config(&files)).await;
     let plain = match Channel::from_shared(format!("http://{}", s.grpc_addr)).unwrap().connect().await {
         Err(_) => None,
         Ok(channel) => Some(serving(channel).await),
@@ -278,7 +278,7 @@ async fn a_replaced_certificate_is_presented_on_the_next_handshake_without_resta
     let ca = Ca::new("test CA");
     let (a, b) = (ca.server("toolrouter A", 1), ca.server("toolrouter B", 2));
     let files = Files::new(&a);
-    let s = toolrouter::server::start(tls_server_config(&files)).await.expect("starts");
+    let s = start_server(tls_server_config(&files)).await;
     let before = grpc_channel(s.grpc_addr, client_config(&ca.pem, &[b"h2"], None)).await.unwrap();
     assert_eq!(presented(s.grpc_addr, &ca).await, a.der);
     assert_eq!(presented(s.http_addr, &ca).await, a.der);
@@ -297,7 +297,7 @@ async fn broken_new_certificate_files_keep_the_certificate_in_force() {
     let (a, b, c) = (ca.server("toolrouter A", 1), ca.server("toolrouter B", 2), ca.server("toolrouter C", 3));
     let files = Files::new(&a);
     logs();
-    let s = toolrouter::server::start(tls_server_config(&files)).await.expect("starts");
+    let s = start_server(tls_server_config(&files)).await;
 
     let broken = [
         ("not PEM", "garbage".to_string(), a.key.clone()),
@@ -394,7 +394,7 @@ async fn with_a_client_ca_only_clients_with_a_certificate_it_issued_are_served()
     std::fs::write(&ca_file, &clients.pem).unwrap();
     let mut cfg = tls_server_config(&files);
     cfg.tls.as_mut().unwrap().client_ca = Some(ca_file);
-    let s = toolrouter::server::start(cfg).await.expect("starts");
+    let s = start_server(cfg).await;
 
     let good = clients.client("host-1");
     let channel = grpc_channel(s.grpc_addr, client_config(&ca.pem, &[b"h2"], Some(&good))).await.expect("mutual TLS");
@@ -422,7 +422,7 @@ async fn a_replaced_client_ca_applies_without_restart() {
     std::fs::write(&ca_file, &old_clients.pem).unwrap();
     let mut cfg = tls_server_config(&files);
     cfg.tls.as_mut().unwrap().client_ca = Some(ca_file.clone());
-    let s = toolrouter::server::start(cfg).await.expect("starts");
+    let s = start_server(cfg).await;
     let (old_host, new_host) = (old_clients.client("old-host"), new_clients.client("new-host"));
     let served = async |id: &Leaf| match grpc_channel(s.grpc_addr, client_config(&ca.pem, &[b"h2"], Some(id))).await {
         Err(_) => false,
@@ -450,7 +450,7 @@ async fn a_client_that_never_finishes_its_handshake_holds_up_no_one() {
     let files = Files::new(&ca.server("toolrouter", 1));
     let mut cfg = tls_server_config(&files);
     cfg.tls.as_mut().unwrap().handshake_timeout = Duration::from_secs(600);
-    let s = toolrouter::server::start(cfg).await.expect("starts");
+    let s = start_server(cfg).await;
     let _stalled = stalled_clients(&s).await;
     // Were handshakes done in the accept loop, these would wait for the stalled ones (600 s).
     for addr in [s.grpc_addr, s.http_addr] {
@@ -467,7 +467,7 @@ async fn a_handshake_that_does_not_finish_in_time_is_cut_off() {
     let files = Files::new(&ca.server("toolrouter", 1));
     let mut cfg = tls_server_config(&files);
     cfg.tls.as_mut().unwrap().handshake_timeout = Duration::from_millis(200);
-    let s = toolrouter::server::start(cfg).await.expect("starts");
+    let s = start_server(cfg).await;
     for mut conn in stalled_clients(&s).await {
         let mut buf = [0u8; 16];
         let read = tokio::time::timeout(Duration::from_secs(20), conn.read(&mut buf)).await.expect("closed by the server");
@@ -482,7 +482,7 @@ async fn authentication_still_applies_over_tls() {
     let keys = KeyFile::with_keys(&[("tls-test-key-acme-5d2", "acme")]);
     let mut cfg = config_with_keys(&keys);
     cfg.tls = Some(files.config());
-    let s = toolrouter::server::start(cfg).await.expect("starts");
+    let s = start_server(cfg).await;
     let channel = grpc_channel(s.grpc_addr, client_config(&ca.pem, &[b"h2"], None)).await.unwrap();
     let st = pb::agent_registry_client::AgentRegistryClient::new(channel.clone()).list_agents(pb::ListAgentsRequest::default()).await.unwrap_err();
     assert_eq!(st.code(), tonic::Code::Unauthenticated);

@@ -4,11 +4,26 @@
 
 pub mod pg;
 
+/// Panics of in-process servers fail the test that owns them. Such a panic happens in a task
+/// that tokio or hyper catches, so on its own the test would still pass, or hang. Instead the
+/// first `PanicWatch` installs a process-wide panic hook that records every panic (thread,
+/// tokio runtime, location, message), then runs the hook that was there (which prints it as
+/// usual). `TestServer`, `ExecutorHandle`, `McpServer` and the other test doubles hold a watch
+/// started with them; dropped, it panics with the panics recorded since on the test's own
+/// runtime (each `#[tokio::test]` has one: its thread, and any worker or blocking threads) or,
+/// outside any runtime, on the test's thread. Tests run in parallel in one process; this
+/// keeps one test's panic from failing another. If the test is already panicking the watch
+/// prints those before the panic it unwinds from instead. The fake executor also catches its
+/// handler's panic and answers `Internal` with its message, so the call fails at once.
+pub mod panics;
+
 use std::net::SocketAddr;
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use futures::FutureExt;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 use tonic::{Request, Response, Status};
@@ -20,9 +35,13 @@ use toolrouter::pb::router_client::RouterClient;
 use toolrouter::pb::tool_executor_server::{ToolExecutor, ToolExecutorServer};
 use toolrouter::server::RunningServer;
 
+pub use panics::{PanicWatch, Watched};
+
 pub struct TestServer {
     pub server: RunningServer,
     pub channel: Channel,
+    /// Dropped after the server: re-raises the test's panics (see `panics`).
+    panics: PanicWatch,
 }
 
 impl TestServer {
@@ -31,13 +50,14 @@ impl TestServer {
     }
 
     pub async fn start_with(cfg: ServerConfig) -> Self {
+        let panics = PanicWatch::start("the toolrouter server (TestServer)");
         let server = toolrouter::server::start(cfg).await.expect("server starts");
         let channel = Channel::from_shared(format!("http://{}", server.grpc_addr))
             .expect("uri")
             .connect()
             .await
             .expect("connect");
-        Self { server, channel }
+        Self { server, channel, panics }
     }
 
     pub fn registry(&self) -> AgentRegistryClient<Channel> {
@@ -113,6 +133,14 @@ pub fn function_source(id: &str, endpoint: &str, tools: Vec<pb::ToolDeclaration>
     }
 }
 
+/// The function source `source` is; fails the test if it is of another kind.
+pub fn function_of(source: &mut pb::ToolSource) -> &mut pb::FunctionSource {
+    match &mut source.kind {
+        Some(pb::tool_source::Kind::Function(f)) => f,
+        other => panic!("expected a function source, got {other:?}"),
+    }
+}
+
 pub fn group(description: &str, sources: &[&str]) -> pb::ToolGroup {
     pb::ToolGroup { description: description.into(), source_ids: sources.iter().map(|s| s.to_string()).collect() }
 }
@@ -151,6 +179,8 @@ pub enum Behaviour {
     Reply(String, bool),
     /// Waits (at most 30 s) until the test opens the gate, then answers like `Echo`.
     Gate(Gate),
+    /// Panics with this message (the harness re-raises it: tests/harness.rs).
+    Panic(String),
 }
 
 /// Holds calls of a `Behaviour::Gate` executor until opened: a test makes calls overlap, or
@@ -205,9 +235,27 @@ impl Drop for InFlight {
     }
 }
 
+/// A handler's panic as an `Internal` status (the panic hook has recorded it already).
+async fn caught<T>(handler: impl Future<Output = Result<T, Status>>) -> Result<T, Status> {
+    match AssertUnwindSafe(handler).catch_unwind().await {
+        Ok(answer) => answer,
+        Err(panic) => Err(Status::internal(format!("the fake executor panicked: {}", panics::payload_text(&*panic)))),
+    }
+}
+
 #[tonic::async_trait]
 impl ToolExecutor for FakeExecutor {
     async fn execute(&self, req: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
+        caught(self.answer(req)).await
+    }
+
+    async fn list_tools(&self, _req: Request<pb::ListToolsRequest>) -> Result<Response<pb::ListToolsResponse>, Status> {
+        caught(async { Ok(Response::new(pb::ListToolsResponse { tools: self.listed.lock().unwrap().clone() })) }).await
+    }
+}
+
+impl FakeExecutor {
+    async fn answer(&self, req: Request<pb::ExecuteRequest>) -> Result<Response<pb::ExecuteResponse>, Status> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let now = self.inflight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_inflight.fetch_max(now, Ordering::SeqCst);
@@ -236,6 +284,7 @@ impl ToolExecutor for FakeExecutor {
             Behaviour::Reply(content_json, is_error) => {
                 return Ok(Response::new(pb::ExecuteResponse { content_json: content_json.clone(), is_error: *is_error }));
             }
+            Behaviour::Panic(m) => panic!("{m}"),
         }
         let args: serde_json::Value = serde_json::from_str(&r.arguments_json).unwrap_or_default();
         let content = if r.tool == "customer_name" {
@@ -245,17 +294,14 @@ impl ToolExecutor for FakeExecutor {
         };
         Ok(Response::new(pb::ExecuteResponse { content_json: content.to_string(), is_error: false }))
     }
-
-    async fn list_tools(&self, _req: Request<pb::ListToolsRequest>) -> Result<Response<pb::ListToolsResponse>, Status> {
-        Ok(Response::new(pb::ListToolsResponse { tools: self.listed.lock().unwrap().clone() }))
-    }
 }
 
-/// A fake executor on 127.0.0.1:0; stops when dropped.
+/// A fake executor on 127.0.0.1:0; stops when dropped, then re-raises the test's panics.
 pub struct ExecutorHandle {
     pub addr: SocketAddr,
     pub exec: FakeExecutor,
     cancel: CancellationToken,
+    panics: PanicWatch,
 }
 
 impl ExecutorHandle {
@@ -362,6 +408,7 @@ pub async fn spawn_executor_tls(behaviour: Behaviour, tls: tonic::transport::Ser
 async fn spawn_executor_with(behaviour: Behaviour, listed: Vec<pb::ToolDeclaration>, tls: Option<tonic::transport::ServerTlsConfig>) -> ExecutorHandle {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().unwrap();
+    let panics = PanicWatch::start(format!("the fake executor on {addr}"));
     let exec = FakeExecutor {
         behaviour,
         calls: Arc::new(AtomicUsize::new(0)),
@@ -387,13 +434,21 @@ async fn spawn_executor_with(behaviour: Behaviour, listed: Vec<pb::ToolDeclarati
             .await
             .expect("executor serves");
     });
-    ExecutorHandle { addr, exec, cancel }
+    ExecutorHandle { addr, exec, cancel, panics }
 }
 
 /// An HTTP/2 server that accepts a call and drops the connection without answering.
-pub async fn spawn_dropping_executor() -> (SocketAddr, Arc<AtomicUsize>) {
+pub struct DroppingExecutor {
+    pub addr: SocketAddr,
+    /// The calls it received (and dropped).
+    pub seen: Arc<AtomicUsize>,
+    panics: PanicWatch,
+}
+
+pub async fn spawn_dropping_executor() -> DroppingExecutor {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().unwrap();
+    let panics = PanicWatch::start(format!("the dropping executor on {addr}"));
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();
     tokio::spawn(async move {
@@ -402,14 +457,22 @@ pub async fn spawn_dropping_executor() -> (SocketAddr, Arc<AtomicUsize>) {
             let counter = counter.clone();
             tokio::spawn(async move {
                 let Ok(mut conn) = h2::server::handshake(sock).await else { return };
-                // The first request arrives: count it, then drop everything unanswered.
+                // The first request arrives: count it, then drop everything unanswered. (Not
+                // an expectation: a connection closed before any request counts nothing.)
                 if let Some(Ok((_req, _respond))) = conn.accept().await {
                     counter.fetch_add(1, Ordering::SeqCst);
                 }
             });
         }
     });
-    (addr, seen)
+    DroppingExecutor { addr, seen, panics }
+}
+
+/// The real server in-process without `TestServer`'s plaintext channel (TLS listeners,
+/// replicas), watched for panics like `TestServer`.
+pub async fn start_server(cfg: ServerConfig) -> Watched<RunningServer> {
+    let panics = PanicWatch::start("an in-process toolrouter server");
+    Watched::new(panics, toolrouter::server::start(cfg).await.expect("server starts"))
 }
 
 /// Collects the tracing events emitted on this thread (use with the default current-thread

@@ -18,6 +18,8 @@ use rmcp::ServerHandler;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::common::PanicWatch;
+
 /// What tools named `lookalike…` answer, with `is_error`: the body of toolrouter's own
 /// unknown-tool fault.
 pub const LOOKALIKE_FAULT: &str = r#"{"error":"unknown_tool","message":"x"}"#;
@@ -40,10 +42,12 @@ struct State {
 #[derive(Clone)]
 struct Recording(Arc<Mutex<State>>);
 
+/// Stops when dropped, then re-raises the test's panics (tests/common/panics.rs).
 pub struct McpServer {
     pub addr: SocketAddr,
     state: Arc<Mutex<State>>,
     cancel: CancellationToken,
+    panics: PanicWatch,
 }
 
 impl Drop for McpServer {
@@ -83,6 +87,7 @@ impl McpServer {
         let app = axum::Router::new().nest_service("/mcp", service);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
+        let panics = PanicWatch::start(format!("the fake MCP server on {addr}"));
         let stop = cancel.clone();
         match tls {
             None => {
@@ -94,7 +99,7 @@ impl McpServer {
                 tokio::spawn(serve_tls(listener, app, tokio_rustls::TlsAcceptor::from(tls), stop));
             }
         }
-        Self { addr, state, cancel }
+        Self { addr, state, cancel, panics }
     }
 
     pub fn url(&self) -> String {

@@ -93,6 +93,15 @@ fn per_query_metrics_are_hand_checkable() {
     assert_eq!(rep.rows[0].queries, 5);
     assert_eq!(rep.rows.len(), 6);
 
+    // Every ranker has its metrics (the loops below would pass on none).
+    for split in ["all", "exact", "miss"] {
+        let rankers: Vec<&str> = row(&rep, split)
+            .rankers
+            .iter()
+            .map(|m| m.ranker.as_str())
+            .collect();
+        assert_eq!(rankers, ["keyword", "natural", "bm25"], "{split}");
+    }
     // The exact local name ranks first in every ranker.
     for m in &row(&rep, "exact").rankers {
         assert!(close(m.recall_at_1, 100.0), "{m:?}");

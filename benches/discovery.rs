@@ -100,9 +100,7 @@ impl Rng {
     /// Log-uniform index: a few words are frequent, most are rare, as in real text.
     fn skewed(&mut self, n: usize) -> usize {
         let u = (self.next() >> 11) as f64 / (1u64 << 53) as f64;
-        (((n as f64 + 1.0).ln() * u).exp() as usize)
-            .saturating_sub(1)
-            .min(n - 1)
+        (((n as f64 + 1.0).ln() * u).exp() as usize).saturating_sub(1).min(n - 1)
     }
 }
 
@@ -141,29 +139,20 @@ fn vocabulary(rng: &mut Rng) -> Vec<String> {
 
 fn capitalize(word: &str) -> String {
     let mut chars = word.chars();
-    chars.next().map_or_else(String::new, |first| {
-        first.to_uppercase().chain(chars).collect()
-    })
+    chars.next().map_or_else(String::new, |first| first.to_uppercase().chain(chars).collect())
 }
 
 fn sentence(rng: &mut Rng, vocab: &[String]) -> String {
     let mut words = vec![capitalize(rng.word(&VERBS))];
     for _ in 0..4 + rng.below(10) {
-        words.push(if rng.chance(35) {
-            rng.word(&FILLER).to_string()
-        } else {
-            vocab[rng.skewed(vocab.len())].clone()
-        });
+        words.push(if rng.chance(35) { rng.word(&FILLER).to_string() } else { vocab[rng.skewed(vocab.len())].clone() });
     }
     words.join(" ") + "."
 }
 
 fn paragraph(rng: &mut Rng, vocab: &[String], max_sentences: usize) -> String {
     let count = 1 + rng.below(max_sentences);
-    (0..count)
-        .map(|_| sentence(rng, vocab))
-        .collect::<Vec<_>>()
-        .join(" ")
+    (0..count).map(|_| sentence(rng, vocab)).collect::<Vec<_>>().join(" ")
 }
 
 fn property_name(rng: &mut Rng) -> String {
@@ -216,9 +205,7 @@ fn input_schema(rng: &mut Rng, vocab: &[String]) -> Value {
 }
 
 fn catalog(size: usize, vocab: &[String], rng: &mut Rng) -> (Vec<SearchDoc>, Vec<Value>) {
-    let groups: Vec<String> = (0..size.div_ceil(TOOLS_PER_GROUP))
-        .map(|i| format!("{}_{i}", DOMAINS[i % DOMAINS.len()]))
-        .collect();
+    let groups: Vec<String> = (0..size.div_ceil(TOOLS_PER_GROUP)).map(|i| format!("{}_{i}", DOMAINS[i % DOMAINS.len()])).collect();
     let mut schemas = Vec::with_capacity(size);
     let docs = (0..size)
         .map(|i| {
@@ -226,25 +213,14 @@ fn catalog(size: usize, vocab: &[String], rng: &mut Rng) -> (Vec<SearchDoc>, Vec
             // The tool index keeps names unique within a group.
             let name = match rng.below(3) {
                 0 => format!("{}_{}", rng.word(&VERBS), rng.word(&NOUNS)),
-                1 => format!(
-                    "{}_{}_{}",
-                    rng.word(&VERBS),
-                    rng.word(&ADJECTIVES),
-                    rng.word(&NOUNS)
-                ),
+                1 => format!("{}_{}_{}", rng.word(&VERBS), rng.word(&ADJECTIVES), rng.word(&NOUNS)),
                 _ => format!("{}{}", rng.word(&VERBS), capitalize(rng.word(&NOUNS))),
             } + &format!("_{}", i % TOOLS_PER_GROUP);
             let schema = input_schema(rng, vocab);
             let (property_names, schema_descriptions) = schema_fields(&schema);
             schemas.push(schema);
-            let additional_search_text = if rng.chance(30) {
-                (0..3)
-                    .map(|_| rng.pick(vocab).as_str())
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            } else {
-                String::new()
-            };
+            let additional_search_text =
+                if rng.chance(30) { (0..3).map(|_| rng.pick(vocab).as_str()).collect::<Vec<_>>().join(" ") } else { String::new() };
             SearchDoc {
                 canonical: format!("{}__{name}", group.replace('_', "_u")),
                 name,
@@ -280,10 +256,9 @@ fn definition(docs: &[SearchDoc], schemas: &[Value]) -> AgentDefinition {
             });
         }
         if !doc.additional_search_text.is_empty() {
-            def.sources[i].tool_configs.insert(
-                doc.name.clone(),
-                ToolConfig { pin: false, additional_search_text: doc.additional_search_text.clone() },
-            );
+            def.sources[i]
+                .tool_configs
+                .insert(doc.name.clone(), ToolConfig { pin: false, additional_search_text: doc.additional_search_text.clone() });
         }
     }
     def
@@ -299,20 +274,11 @@ fn recase(rng: &mut Rng, text: &str) -> String {
 
 /// A mix of 1–4 keyword queries, identifiers, substrings, exact names, group filters,
 /// browsing and misses.
-fn queries(
-    count: usize,
-    docs: &[SearchDoc],
-    vocab: &[String],
-    rng: &mut Rng,
-) -> Vec<(String, Option<String>)> {
+fn queries(count: usize, docs: &[SearchDoc], vocab: &[String], rng: &mut Rng) -> Vec<(String, Option<String>)> {
     (0..count)
         .map(|_| {
             let doc = &docs[rng.below(docs.len())];
-            let words = |rng: &mut Rng, n: usize| {
-                (0..n)
-                    .map(|_| vocab[rng.skewed(vocab.len())].clone())
-                    .collect::<Vec<_>>()
-            };
+            let words = |rng: &mut Rng, n: usize| (0..n).map(|_| vocab[rng.skewed(vocab.len())].clone()).collect::<Vec<_>>();
             match rng.below(20) {
                 0..=5 => {
                     let n = 1 + rng.below(4);
@@ -329,11 +295,7 @@ fn queries(
                     (word[start..start + len].iter().collect(), None)
                 }
                 11 | 12 => {
-                    let name = if rng.chance(50) {
-                        &doc.name
-                    } else {
-                        &doc.canonical
-                    };
+                    let name = if rng.chance(50) { &doc.name } else { &doc.canonical };
                     (recase(rng, name), None)
                 }
                 13..=16 => {
@@ -390,20 +352,14 @@ struct Sample {
 }
 
 /// Times each query, one pass in order.
-fn time_each(
-    queries: &[(String, Option<String>)],
-    mut run: impl FnMut(&str, Option<&str>),
-) -> Vec<Sample> {
+fn time_each(queries: &[(String, Option<String>)], mut run: impl FnMut(&str, Option<&str>)) -> Vec<Sample> {
     queries
         .iter()
         .map(|(query, group)| {
             let (wall, cpu) = (Instant::now(), thread_cpu_time());
             run(query, group.as_deref());
             let cpu = cpu.zip(thread_cpu_time()).map(|(start, end)| end - start);
-            Sample {
-                wall: wall.elapsed(),
-                cpu,
-            }
+            Sample { wall: wall.elapsed(), cpu }
         })
         .collect()
 }
@@ -414,11 +370,7 @@ fn time_each(
 fn best_of(passes: &[Vec<Sample>]) -> Vec<Sample> {
     (0..passes[0].len())
         .map(|i| Sample {
-            wall: passes
-                .iter()
-                .map(|pass| pass[i].wall)
-                .min()
-                .unwrap_or_default(),
+            wall: passes.iter().map(|pass| pass[i].wall).min().unwrap_or_default(),
             cpu: passes.iter().map(|pass| pass[i].cpu).min().flatten(),
         })
         .collect()
@@ -451,20 +403,14 @@ struct Options {
 
 fn options() -> Options {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let sizes = args
-        .iter()
-        .enumerate()
-        .find_map(|(i, arg)| match arg.strip_prefix("--sizes") {
-            Some("") => args.get(i + 1).cloned(),
-            Some(rest) => rest.strip_prefix('=').map(str::to_owned),
-            None => None,
-        });
+    let sizes = args.iter().enumerate().find_map(|(i, arg)| match arg.strip_prefix("--sizes") {
+        Some("") => args.get(i + 1).cloned(),
+        Some(rest) => rest.strip_prefix('=').map(str::to_owned),
+        None => None,
+    });
     Options {
         sizes: match sizes {
-            Some(list) => list
-                .split(',')
-                .filter_map(|s| s.trim().replace('_', "").parse().ok())
-                .collect(),
+            Some(list) => list.split(',').filter_map(|s| s.trim().replace('_', "").parse().ok()).collect(),
             None => DEFAULT_SIZES.to_vec(),
         },
         naive: !args.iter().any(|a| a == "--no-naive"),
@@ -486,20 +432,7 @@ fn main() {
     );
     println!(
         "{:>7} {:>8} {:>5} {:>8}{:>8}{:>8}{:>8} {:>8}{:>8} {:>5} {:>10}{:>10} {:>6}{:>6}  budget",
-        "tools",
-        "build_ms",
-        "n",
-        "wall_p50",
-        "p99",
-        "max",
-        "raw_p99",
-        "cpu_p50",
-        "p99",
-        "n_nv",
-        "naive_p50",
-        "p99",
-        "x_p50",
-        "x_p99"
+        "tools", "build_ms", "n", "wall_p50", "p99", "max", "raw_p99", "cpu_p50", "p99", "n_nv", "naive_p50", "p99", "x_p50", "x_p99"
     );
     let mut compiles = Vec::new();
     for size in options.sizes {

@@ -102,10 +102,7 @@ async fn spawn_echo(stop: CancellationToken) -> (SocketAddr, Echo) {
     tokio::spawn(async move {
         tonic::transport::Server::builder()
             .add_service(svc)
-            .serve_with_incoming_shutdown(
-                tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
-                stop.cancelled_owned(),
-            )
+            .serve_with_incoming_shutdown(tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)), stop.cancelled_owned())
             .await
             .expect("executor serves");
     });
@@ -502,7 +499,9 @@ fn main() {
     let service = tokio::runtime::Builder::new_multi_thread().thread_name(SERVICE_THREADS).enable_all().build().expect("runtime");
     let svc = service.handle().clone();
     let started = Instant::now();
-    let load = || std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next().map(str::to_string)).unwrap_or_else(|| "n/a".into());
+    let load = || {
+        std::fs::read_to_string("/proc/loadavg").ok().and_then(|l| l.split_whitespace().next().map(str::to_string)).unwrap_or_else(|| "n/a".into())
+    };
     let load_before = load();
     let rows = rt.block_on(async {
         let stop = CancellationToken::new();

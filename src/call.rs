@@ -88,23 +88,49 @@ pub enum ModelFault {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         errors: Vec<ArgumentError>,
     },
-    UnknownGroup { message: String },
-    UnknownTool { message: String },
+    UnknownGroup {
+        message: String,
+    },
+    UnknownTool {
+        message: String,
+    },
     /// A full definition over the discovery byte budget.
-    TooLarge { message: String },
-    NotCallableFromCode { tool: String },
+    TooLarge {
+        message: String,
+    },
+    NotCallableFromCode {
+        tool: String,
+    },
     /// The source's concurrency limit stayed full; not run.
-    Busy { tool: String },
-    Unavailable { tool: String, reason: Unavailable },
+    Busy {
+        tool: String,
+    },
+    Unavailable {
+        tool: String,
+        reason: Unavailable,
+    },
     /// An idempotent call passed its deadline; safe to retry.
-    Timeout { tool: String },
+    Timeout {
+        tool: String,
+    },
     /// A call that may or may not have taken effect.
-    OutcomeUnknown { tool: String, why: String },
-    Denied { tool: String, message: String },
+    OutcomeUnknown {
+        tool: String,
+        why: String,
+    },
+    Denied {
+        tool: String,
+        message: String,
+    },
     /// The executor answered with a gRPC status (its name, e.g. `NotFound`, is the code).
-    ExecutorStatus { code: String, message: String },
+    ExecutorStatus {
+        code: String,
+        message: String,
+    },
     /// The MCP server answered the call with a protocol error.
-    ToolError { message: String },
+    ToolError {
+        message: String,
+    },
 }
 
 impl ModelFault {
@@ -146,8 +172,12 @@ impl ModelFault {
             ModelFault::NotCallableFromCode { tool } => format!("{tool} cannot be called from code. Call it as an ordinary tool call instead."),
             ModelFault::Busy { tool } => format!("{tool} is busy (too many calls at once). It was not run; try again later."),
             ModelFault::Unavailable { tool, reason } => match reason {
-                Unavailable::Unreachable => format!("{tool} is unavailable right now (its executor could not be reached). It was not run; try again later."),
-                Unavailable::Vanished => format!("{tool} is no longer offered by its server. It was not run. Refresh discovery and use a tool it returns."),
+                Unavailable::Unreachable => {
+                    format!("{tool} is unavailable right now (its executor could not be reached). It was not run; try again later.")
+                }
+                Unavailable::Vanished => {
+                    format!("{tool} is no longer offered by its server. It was not run. Refresh discovery and use a tool it returns.")
+                }
                 Unavailable::Removed => format!("{tool} is no longer available. It was not run. Refresh discovery and use a tool it returns."),
                 Unavailable::BrokenSchema(e) => format!("{tool} cannot be called: its schema does not compile ({e}). Tell the operator."),
                 Unavailable::FailedBeforeAnswer(e) => format!("{tool} failed before answering ({e}). It is safe to retry."),
@@ -237,7 +267,8 @@ mod tests {
         let r = ModelFault::Busy { tool: "crm__lookup".into() }.render();
         assert!(r.is_error);
         assert!(r.content_json.starts_with(r#"{"error":"busy","message":"crm__lookup is busy"#), "{}", r.content_json);
-        let e = ModelFault::InvalidArguments { message: "m".into(), errors: vec![ArgumentError { pointer: "/a".into(), expected: "x".into() }] }.render();
+        let e =
+            ModelFault::InvalidArguments { message: "m".into(), errors: vec![ArgumentError { pointer: "/a".into(), expected: "x".into() }] }.render();
         assert_eq!(e.content_json, r#"{"error":"invalid_arguments","message":"m","errors":[{"pointer":"/a","expected":"x"}]}"#);
     }
 

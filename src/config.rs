@@ -286,7 +286,6 @@ impl From<ServeArgs> for ServerConfig {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -317,7 +316,13 @@ mod tests {
 
     #[test]
     fn secrets_take_tenant_and_host_options_and_the_variable_separates_specs_with_commas() {
-        let cfg = serve(&["--secret", "crm=file:/run/crm;tenant=acme;tenant=globex;host=https://crm-mcp.internal,billing=env:BILLING;tenant=*", "--secret", "plain=env:PLAIN"]).unwrap();
+        let cfg = serve(&[
+            "--secret",
+            "crm=file:/run/crm;tenant=acme;tenant=globex;host=https://crm-mcp.internal,billing=env:BILLING;tenant=*",
+            "--secret",
+            "plain=env:PLAIN",
+        ])
+        .unwrap();
         let s = cfg.secrets.for_server(true).unwrap();
         assert!(s.check("crm", "globex", "https://crm-mcp.internal/mcp").is_ok());
         assert!(s.check("crm", "initech", "https://crm-mcp.internal/mcp").is_err());

@@ -172,7 +172,11 @@ mod tests {
         for c in ALL {
             let client = matches!(
                 c,
-                ErrorCode::InvalidArgument | ErrorCode::NotFound | ErrorCode::FailedPrecondition | ErrorCode::ResourceExhausted | ErrorCode::Unauthenticated
+                ErrorCode::InvalidArgument
+                    | ErrorCode::NotFound
+                    | ErrorCode::FailedPrecondition
+                    | ErrorCode::ResourceExhausted
+                    | ErrorCode::Unauthenticated
             );
             assert_eq!(c.http() < 500, client, "{c:?}");
             assert!((-32700..=-32000).contains(&c.jsonrpc()), "{c:?}");

@@ -59,9 +59,12 @@ impl From<StoreError> for Error {
     fn from(e: StoreError) -> Self {
         match e {
             StoreError::BadUrl(u) => Error::Internal(format!("bad store URL {u}")),
-            StoreError::Unreachable { .. } | StoreError::Closed | StoreError::Db(_) | StoreError::Sqlite(_) | StoreError::Blocking(_) | StoreError::Batch(_) => {
-                Error::Unavailable(format!("store unavailable: {e}"))
-            }
+            StoreError::Unreachable { .. }
+            | StoreError::Closed
+            | StoreError::Db(_)
+            | StoreError::Sqlite(_)
+            | StoreError::Blocking(_)
+            | StoreError::Batch(_) => Error::Unavailable(format!("store unavailable: {e}")),
         }
     }
 }
@@ -132,7 +135,14 @@ impl Registry {
     }
 
     /// Validates and stores a new version (or returns the identical latest one).
-    pub async fn create_version(&self, tenant: &str, agent_id: &str, def: &AgentDefinition, make_default: bool, encoded_len: usize) -> Result<Version> {
+    pub async fn create_version(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        def: &AgentDefinition,
+        make_default: bool,
+        encoded_len: usize,
+    ) -> Result<Version> {
         check_agent_id(agent_id)?;
         if encoded_len > self.max_definition_bytes {
             return Err(Error::invalid(
@@ -272,13 +282,18 @@ impl Registry {
 
     /// Prepares a run's catalog again (a call named a tool the listing lacks), unless it
     /// was prepared less than `min_age` ago. Returns whether it was dropped.
-    pub fn refresh_for_run(&self, tenant: &str, agent_id: &str, version: u32, base: &Catalog, run: &RunContext, min_age: std::time::Duration) -> bool {
+    pub fn refresh_for_run(
+        &self,
+        tenant: &str,
+        agent_id: &str,
+        version: u32,
+        base: &Catalog,
+        run: &RunContext,
+        min_age: std::time::Duration,
+    ) -> bool {
         let key = (tenant.to_string(), agent_id.to_string(), version, self.run_key(base, tenant, run).unwrap_or(0));
         let mut cache = self.cache.lock().expect("cache lock");
-        let old_enough = cache
-            .get(&key)
-            .map(|e| e.prepared.lock().expect("prepared lock").is_none_or(|t| t.elapsed() >= min_age))
-            .unwrap_or(false);
+        let old_enough = cache.get(&key).map(|e| e.prepared.lock().expect("prepared lock").is_none_or(|t| t.elapsed() >= min_age)).unwrap_or(false);
         if old_enough {
             cache.remove(&key);
         }
@@ -289,10 +304,7 @@ impl Registry {
         let key = (tenant.to_string(), agent_id.to_string(), version, run_key);
         let entry = {
             let mut cache = self.cache.lock().expect("cache lock");
-            let stale = cache
-                .get(&key)
-                .and_then(|e| *e.expires.lock().expect("expiry lock"))
-                .is_some_and(|t| t <= std::time::Instant::now());
+            let stale = cache.get(&key).and_then(|e| *e.expires.lock().expect("expiry lock")).is_some_and(|t| t <= std::time::Instant::now());
             if stale {
                 cache.remove(&key);
             }
@@ -308,24 +320,25 @@ impl Registry {
         let result = entry
             .cell
             // Boxed: preparing is rare, and its future would otherwise sit inside every call's.
-            .get_or_try_init(|| Box::pin(async {
-                let v = self.get_version(tenant, agent_id, version).await?;
-                let (listed, mut diagnostics) = match &self.lister {
-                    Some(l) => l.list(&v.definition, tenant, agent_id, run).await,
-                    None => (BTreeMap::new(), Vec::new()),
-                };
-                *entry.prepared.lock().expect("prepared lock") = Some(std::time::Instant::now());
-                if !listed.is_empty() || !diagnostics.is_empty() {
-                    *entry.expires.lock().expect("expiry lock") = Some(std::time::Instant::now() + self.listed_tools_ttl);
-                }
-                let def = v.definition;
-                let mut catalog = tokio::task::spawn_blocking(move || Catalog::compile(&def, &listed))
-                    .await
-                    .map_err(|e| Error::Internal(e.to_string()))?;
-                diagnostics.append(&mut catalog.diagnostics);
-                catalog.diagnostics = diagnostics;
-                Ok::<_, Error>(Arc::new(catalog))
-            }))
+            .get_or_try_init(|| {
+                Box::pin(async {
+                    let v = self.get_version(tenant, agent_id, version).await?;
+                    let (listed, mut diagnostics) = match &self.lister {
+                        Some(l) => l.list(&v.definition, tenant, agent_id, run).await,
+                        None => (BTreeMap::new(), Vec::new()),
+                    };
+                    *entry.prepared.lock().expect("prepared lock") = Some(std::time::Instant::now());
+                    if !listed.is_empty() || !diagnostics.is_empty() {
+                        *entry.expires.lock().expect("expiry lock") = Some(std::time::Instant::now() + self.listed_tools_ttl);
+                    }
+                    let def = v.definition;
+                    let mut catalog =
+                        tokio::task::spawn_blocking(move || Catalog::compile(&def, &listed)).await.map_err(|e| Error::Internal(e.to_string()))?;
+                    diagnostics.append(&mut catalog.diagnostics);
+                    catalog.diagnostics = diagnostics;
+                    Ok::<_, Error>(Arc::new(catalog))
+                })
+            })
             .await
             .cloned();
         if result.is_err() {
@@ -337,10 +350,7 @@ impl Registry {
     /// Drops a cached catalog so the next use prepares it again (tools listed upstream
     /// changed).
     pub fn invalidate_listings(&self, tenant: &str, agent_id: &str) {
-        self.cache
-            .lock()
-            .expect("cache lock")
-            .retain(|k, e| !(k.0 == tenant && k.1 == agent_id && e.expires.lock().expect("expiry lock").is_some()));
+        self.cache.lock().expect("cache lock").retain(|k, e| !(k.0 == tenant && k.1 == agent_id && e.expires.lock().expect("expiry lock").is_some()));
     }
 
     pub fn invalidate(&self, tenant: &str, agent_id: &str, version: u32) {
@@ -351,13 +361,7 @@ impl Registry {
 fn decode(rec: VersionRecord) -> Result<Version> {
     let definition = serde_json::from_str(&rec.definition)
         .map_err(|e| Error::Internal(format!("stored definition of {:?} v{} is unreadable: {e}", rec.agent_id, rec.version)))?;
-    Ok(Version {
-        agent_id: rec.agent_id,
-        version: rec.version,
-        is_default: rec.is_default,
-        definition,
-        create_time: rec.create_time,
-    })
+    Ok(Version { agent_id: rec.agent_id, version: rec.version, is_default: rec.is_default, definition, create_time: rec.create_time })
 }
 
 pub const DEFAULT_PAGE_SIZE: u32 = 50;
@@ -377,8 +381,7 @@ pub fn decode_token(token: &str, field: &str) -> Result<String> {
     if !token.len().is_multiple_of(2) {
         return Err(bad());
     }
-    let bytes: Option<Vec<u8>> =
-        (0..token.len()).step_by(2).map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok()).collect();
+    let bytes: Option<Vec<u8>> = (0..token.len()).step_by(2).map(|i| u8::from_str_radix(token.get(i..i + 2)?, 16).ok()).collect();
     String::from_utf8(bytes.ok_or_else(bad)?).map_err(|_| bad())
 }
 

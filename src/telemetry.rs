@@ -194,11 +194,7 @@ pub fn init(cfg: &TelemetryConfig) -> anyhow::Result<Telemetry> {
         LogFormat::Human => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
         LogFormat::Json => logs::json_layer(std::io::stderr).boxed(),
     };
-    tracing_subscriber::registry()
-        .with(otel)
-        .with(fmt.with_filter(filter))
-        .try_init()
-        .context("installing the tracing subscriber")?;
+    tracing_subscriber::registry().with(otel).with(fmt.with_filter(filter)).try_init().context("installing the tracing subscriber")?;
     if exporting {
         tracing::info!(endpoint = cfg.otlp_endpoint.as_deref().unwrap_or(""), service = %cfg.service_name, "exporting traces over OTLP");
     }
@@ -233,7 +229,14 @@ impl Injector for MetadataInjector<'_> {
 /// The `execute_tool {name}` span of one execution of a tool (retries included).
 /// `tool_type` is the GenAI `gen_ai.tool.type` (`function`; `extension` for MCP tools).
 /// Arguments are recorded only when the operator opted in.
-pub fn execute_tool_span(tool: &str, tool_type: &'static str, source_id: &str, call_id: &str, arguments_json: &str, with_arguments: bool) -> tracing::Span {
+pub fn execute_tool_span(
+    tool: &str,
+    tool_type: &'static str,
+    source_id: &str,
+    call_id: &str,
+    arguments_json: &str,
+    with_arguments: bool,
+) -> tracing::Span {
     let span = tracing::info_span!(
         "execute_tool",
         otel.name = %format_args!("execute_tool {tool}"),
@@ -348,10 +351,7 @@ mod tests {
     #[test]
     fn service_name_comes_from_otel_service_name_then_resource_attributes() {
         assert_eq!(config(&[("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs")]).service_name, "from-attrs");
-        assert_eq!(
-            config(&[("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs"), ("OTEL_SERVICE_NAME", "named")]).service_name,
-            "named"
-        );
+        assert_eq!(config(&[("OTEL_RESOURCE_ATTRIBUTES", "service.name=from-attrs"), ("OTEL_SERVICE_NAME", "named")]).service_name, "named");
     }
 
     /// Span fields as recorded (at creation and later).

@@ -218,7 +218,12 @@ impl ServerTls {
     /// Accepts connections and completes each handshake in its own task, within the
     /// handshake timeout, so a slow or silent client never holds up the next accept.
     /// Connections whose handshake succeeds come out of the channel; the loop ends with `stop`.
-    pub fn accept(self: &Arc<Self>, listener: TcpListener, role: Role, stop: CancellationToken) -> mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)> {
+    pub fn accept(
+        self: &Arc<Self>,
+        listener: TcpListener,
+        role: Role,
+        stop: CancellationToken,
+    ) -> mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)> {
         let (tx, rx) = mpsc::channel(64);
         let tls = self.clone();
         tokio::spawn(async move {
@@ -272,7 +277,11 @@ impl ServerTls {
     }
 }
 
-fn build_configs(provider: &Arc<CryptoProvider>, resolver: &Arc<CertResolver>, verifier: Option<Arc<dyn ClientCertVerifier>>) -> Result<Configs, TlsError> {
+fn build_configs(
+    provider: &Arc<CryptoProvider>,
+    resolver: &Arc<CertResolver>,
+    verifier: Option<Arc<dyn ClientCertVerifier>>,
+) -> Result<Configs, TlsError> {
     let build = |role: Role| -> Result<Arc<ServerConfig>, TlsError> {
         let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()

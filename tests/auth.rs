@@ -61,7 +61,9 @@ async fn health_reflection_and_http_endpoints_stay_open_when_auth_is_on() {
     let h = health.check(tonic_health::pb::HealthCheckRequest { service: String::new() }).await.expect("health answers").into_inner();
     assert_eq!(h.status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
 
-    use tonic_reflection::pb::v1::{ServerReflectionRequest, server_reflection_client::ServerReflectionClient, server_reflection_request::MessageRequest};
+    use tonic_reflection::pb::v1::{
+        ServerReflectionRequest, server_reflection_client::ServerReflectionClient, server_reflection_request::MessageRequest,
+    };
     let mut reflection = ServerReflectionClient::new(s.channel.clone());
     let req = ServerReflectionRequest { host: String::new(), message_request: Some(MessageRequest::ListServices(String::new())) };
     let mut answers = reflection.server_reflection_info(tokio_stream::iter(vec![req])).await.expect("reflection answers").into_inner();

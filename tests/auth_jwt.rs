@@ -37,7 +37,8 @@ const ISSUER: &str = "https://idp.example.test";
 const AUDIENCE: &str = "toolrouter";
 
 fn jwks(keys: &[(&str, &str, &str)]) -> String {
-    let keys: Vec<_> = keys.iter().map(|(kid, x, y)| json!({"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig", "x": x, "y": y})).collect();
+    let keys: Vec<_> =
+        keys.iter().map(|(kid, x, y)| json!({"kty": "EC", "crv": "P-256", "kid": kid, "alg": "ES256", "use": "sig", "x": x, "y": y})).collect();
     json!({ "keys": keys }).to_string()
 }
 
@@ -85,7 +86,10 @@ async fn a_valid_token_acts_for_the_tenant_of_its_claim_with_its_claims_as_ident
 
     let mut run = run_ctx("r1");
     run.identity = [("user_id".to_string(), "eve".to_string()), ("tenant_id".to_string(), "globex".to_string())].into();
-    let out = j.s.call_as(&acme, "crm", run, "c1", "call_tool", json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": 42}})).await.unwrap();
+    let out =
+        j.s.call_as(&acme, "crm", run, "c1", "call_tool", json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": 42}}))
+            .await
+            .unwrap();
     assert_eq!(result_of(&out), (json!("Ada"), false));
     let identity = exec.exec.last.lock().unwrap().clone().unwrap().run.unwrap().identity;
     assert_eq!(identity["tenant_id"], "acme");
@@ -199,7 +203,9 @@ impl Issuer {
             .route("/moved", axum::routing::get(|| async { (http::StatusCode::FOUND, [(http::header::LOCATION, "/jwks")]) }))
             .route(
                 "/elsewhere",
-                axum::routing::get(move || async move { (http::StatusCode::FOUND, [(http::header::LOCATION, format!("http://localhost:{}/jwks", addr.port()))]) }),
+                axum::routing::get(move || async move {
+                    (http::StatusCode::FOUND, [(http::header::LOCATION, format!("http://localhost:{}/jwks", addr.port()))])
+                }),
             )
             .route("/big", axum::routing::get(|| async { " ".repeat(2 * 1024 * 1024) }));
         let stop = tokio_util::sync::CancellationToken::new();

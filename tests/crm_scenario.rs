@@ -9,7 +9,12 @@ async fn crm_scenario_discovers_describes_and_calls_customer_name_returning_ada(
     let s = TestServer::start().await;
     s.create("crm-agent", crm_definition(&exec.endpoint())).await;
 
-    let tools = s.router().get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("crm-agent")), run: Some(run_ctx("r1")) }).await.unwrap().into_inner();
+    let tools = s
+        .router()
+        .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("crm-agent")), run: Some(run_ctx("r1")) })
+        .await
+        .unwrap()
+        .into_inner();
     let names: Vec<_> = tools.tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["discover_tools", "describe_tool", "call_tool", "list_tool_groups", "list_tools"]);
     assert!(!names.contains(&"customer_name") && !names.contains(&"crm__customer_name"));
@@ -24,7 +29,8 @@ async fn crm_scenario_discovers_describes_and_calls_customer_name_returning_ada(
     assert!(described["tool"]["parameters_json_schema"]["properties"]["customer_id"].is_object());
     assert_eq!(described["tool"]["instructions"], "Use numeric customer IDs, not display names.");
 
-    let (name, err) = s.call_result("crm-agent", "r1", "c3", "call_tool", json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": 42}})).await;
+    let (name, err) =
+        s.call_result("crm-agent", "r1", "c3", "call_tool", json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": 42}})).await;
     assert!(!err);
     assert_eq!(name, json!("Ada"));
     assert_eq!(exec.calls(), 1);

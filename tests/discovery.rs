@@ -71,7 +71,10 @@ async fn customer_name_query_returns_a_summary_of_customer_name() {
     let s = with(crm_definition("http://127.0.0.1:1")).await;
     let v = ask(&s, "discover_tools", json!({"query": "customer name", "group": "crm"})).await;
     assert_eq!(v["detail"], "summary");
-    assert_eq!(v["tools"][0], json!({"group": "crm", "tool": "customer_name", "name": "crm__customer_name", "description": "Look up the display name for a customer ID."}));
+    assert_eq!(
+        v["tools"][0],
+        json!({"group": "crm", "tool": "customer_name", "name": "crm__customer_name", "description": "Look up the display name for a customer ID."})
+    );
 }
 
 #[tokio::test]
@@ -109,7 +112,8 @@ async fn escaped_canonical_names_match_exactly() {
 
 #[tokio::test]
 async fn a_canonical_name_query_does_not_filter_by_group() {
-    let d = def_with(vec![("crm", vec![tool("lookup", "Find a customer.", schema())]), ("billing", vec![tool("lookup", "Find a payment.", schema())])]);
+    let d =
+        def_with(vec![("crm", vec![tool("lookup", "Find a customer.", schema())]), ("billing", vec![tool("lookup", "Find a payment.", schema())])]);
     let s = with(d).await;
     let v = ask(&s, "discover_tools", json!({"query": "crm__lookup"})).await;
     assert_eq!(names(&v)[0], "crm__lookup");
@@ -324,7 +328,10 @@ async fn describe_tool_returns_the_full_entry_and_unknown_tools_suggest_discover
     let s = with(crm_definition("http://127.0.0.1:1")).await;
     let v = ask(&s, "describe_tool", json!({"group": "crm", "tool": "customer_name"})).await;
     let t = &v["tool"];
-    assert_eq!((t["kind"].as_str(), t["requires_approval"].as_bool(), t["name"].as_str()), (Some("function"), Some(false), Some("crm__customer_name")));
+    assert_eq!(
+        (t["kind"].as_str(), t["requires_approval"].as_bool(), t["name"].as_str()),
+        (Some("function"), Some(false), Some("crm__customer_name"))
+    );
     let v = ask_err(&s, "describe_tool", json!({"group": "crm", "tool": "nope"})).await;
     assert!(v["message"].as_str().unwrap().contains("discover_tools"));
     let v = ask_err(&s, "describe_tool", json!({"group": "nope", "tool": "x"})).await;
@@ -336,7 +343,10 @@ async fn list_tool_groups_orders_by_name_with_counts_and_pages() {
     let d = def_with(vec![("zeta", vec![tool("a", "x", schema())]), ("alpha", vec![tool("a", "x", schema()), tool("b", "x", schema())])]);
     let s = with(d).await;
     let v = ask(&s, "list_tool_groups", json!({})).await;
-    assert_eq!(v, json!({"groups": [{"group": "alpha", "description": "alpha tools", "tool_count": 2}, {"group": "zeta", "description": "zeta tools", "tool_count": 1}], "total": 2, "next_offset": null}));
+    assert_eq!(
+        v,
+        json!({"groups": [{"group": "alpha", "description": "alpha tools", "tool_count": 2}, {"group": "zeta", "description": "zeta tools", "tool_count": 1}], "total": 2, "next_offset": null})
+    );
     let v = ask(&s, "list_tool_groups", json!({"limit": 1})).await;
     assert_eq!((v["groups"].as_array().unwrap().len(), v["next_offset"].as_u64()), (1, Some(1)));
 }
@@ -357,7 +367,13 @@ async fn list_tools_lists_by_canonical_name_as_summaries_or_full() {
 #[tokio::test]
 async fn control_tool_arguments_are_checked() {
     let s = with(billing()).await;
-    for args in [json!({}), json!({"query": 5}), json!({"query": "x", "limit": -1}), json!({"query": "x", "bogus": 1}), json!({"query": "x", "detail": "huge"})] {
+    for args in [
+        json!({}),
+        json!({"query": 5}),
+        json!({"query": "x", "limit": -1}),
+        json!({"query": "x", "bogus": 1}),
+        json!({"query": "x", "detail": "huge"}),
+    ] {
         let v = ask_err(&s, "discover_tools", args.clone()).await;
         assert_eq!(v["error"], "invalid_arguments", "{args}");
     }
@@ -379,11 +395,24 @@ async fn typed_discovery_rpcs_return_the_same_json_as_the_control_tools() {
     assert_eq!(typed.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>(), names(&json_tool));
     assert_eq!((typed.total, typed.next_offset, typed.detail), (3, Some(2), pb::Detail::Summary as i32));
 
-    let d = s.discovery().describe_tool(pb::DescribeToolRequest { agent: Some(agent_ref("a")), group: "billing".into(), tool: "payment".into(), run: None }).await.unwrap().into_inner();
-    assert_eq!(serde_json::from_str::<Value>(&d.content_json).unwrap(), ask(&s, "describe_tool", json!({"group": "billing", "tool": "payment"})).await);
-    let e = s.discovery().describe_tool(pb::DescribeToolRequest { agent: Some(agent_ref("a")), group: "billing".into(), tool: "nope".into(), run: None }).await.unwrap_err();
+    let d = s
+        .discovery()
+        .describe_tool(pb::DescribeToolRequest { agent: Some(agent_ref("a")), group: "billing".into(), tool: "payment".into(), run: None })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        serde_json::from_str::<Value>(&d.content_json).unwrap(),
+        ask(&s, "describe_tool", json!({"group": "billing", "tool": "payment"})).await
+    );
+    let e = s
+        .discovery()
+        .describe_tool(pb::DescribeToolRequest { agent: Some(agent_ref("a")), group: "billing".into(), tool: "nope".into(), run: None })
+        .await
+        .unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
-    let g = s.discovery().list_tool_groups(pb::ListToolGroupsRequest { agent: Some(agent_ref("a")), ..Default::default() }).await.unwrap().into_inner();
+    let g =
+        s.discovery().list_tool_groups(pb::ListToolGroupsRequest { agent: Some(agent_ref("a")), ..Default::default() }).await.unwrap().into_inner();
     assert_eq!(g.groups[0].tool_count, 4);
     let l = s.discovery().list_tools(pb::ListCatalogToolsRequest { agent: Some(agent_ref("a")), ..Default::default() }).await.unwrap().into_inner();
     assert_eq!(l.total, 4);
@@ -440,7 +469,11 @@ async fn star_pins_every_tool_of_a_source() {
 
 #[tokio::test]
 async fn without_grouped_tools_there_are_no_control_tools_or_guidance() {
-    let d = pb::AgentDefinition { sources: vec![client_source("s", vec![tool("only", "x", schema())])], instructions: "Hi.".into(), ..Default::default() };
+    let d = pb::AgentDefinition {
+        sources: vec![client_source("s", vec![tool("only", "x", schema())])],
+        instructions: "Hi.".into(),
+        ..Default::default()
+    };
     let s = with(d).await;
     let m = model_tools(&s).await;
     assert_eq!(m.tools.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["only"]);
@@ -452,7 +485,8 @@ async fn control_schemas_and_guidance_are_byte_identical_across_inventories() {
     let a = with(billing()).await;
     let b = with(crm_definition("http://127.0.0.1:1")).await;
     let (ma, mb) = (model_tools(&a).await, model_tools(&b).await);
-    let controls = |m: &pb::GetModelToolsResponse| m.tools.iter().filter(|t| t.kind == pb::ModelToolKind::Control as i32).cloned().collect::<Vec<_>>();
+    let controls =
+        |m: &pb::GetModelToolsResponse| m.tools.iter().filter(|t| t.kind == pb::ModelToolKind::Control as i32).cloned().collect::<Vec<_>>();
     assert!(!controls(&ma).is_empty(), "{:?}", ma.tools);
     assert_eq!(controls(&ma), controls(&mb));
     assert_eq!(ma.instructions, mb.instructions);
@@ -465,7 +499,14 @@ async fn control_schemas_and_guidance_are_byte_identical_across_inventories() {
 async fn control_names_are_configurable() {
     let mut d = billing();
     d.control = Some(pb::ControlConfig {
-        names: Some(pb::ControlNames { discover: "find_operations".into(), describe: "describe_operation".into(), call: "invoke_operation".into(), list_tools: "list_operations".into(), list_groups: "list_domains".into(), ..Default::default() }),
+        names: Some(pb::ControlNames {
+            discover: "find_operations".into(),
+            describe: "describe_operation".into(),
+            call: "invoke_operation".into(),
+            list_tools: "list_operations".into(),
+            list_groups: "list_domains".into(),
+            ..Default::default()
+        }),
         ..Default::default()
     });
     let s = with(d).await;

@@ -30,8 +30,7 @@ async fn discovery_at_the_largest_offset_answers_an_empty_page() {
     let s = TestServer::start().await;
     s.create("crm", crm_definition("http://127.0.0.1:1")).await;
 
-    let (page, is_error) =
-        s.call_result("crm", "r1", "c1", "discover_tools", json!({"query": "customer", "offset": u64::from(u32::MAX)})).await;
+    let (page, is_error) = s.call_result("crm", "r1", "c1", "discover_tools", json!({"query": "customer", "offset": u64::from(u32::MAX)})).await;
     assert!(!is_error, "{page}");
     assert_eq!(page, json!({"detail": "summary", "tools": [], "total": 1, "next_offset": null}));
 
@@ -70,10 +69,7 @@ async fn a_listed_direct_tool_never_takes_a_name_already_exposed() {
 
     let tools = s.model_tools("crm", run_ctx("r1")).await;
     let names: Vec<&str> = tools.tools.iter().map(|t| t.name.as_str()).collect();
-    assert_eq!(
-        names,
-        ["discover_tools", "describe_tool", "call_tool", "list_tool_groups", "list_tools", "invoice_total", "crm__customer_name"]
-    );
+    assert_eq!(names, ["discover_tools", "describe_tool", "call_tool", "list_tool_groups", "list_tools", "invoice_total", "crm__customer_name"]);
     for name in ["discover_tools", "crm__customer_name"] {
         assert!(
             tools.diagnostics.iter().any(|d| d.contains(&format!("\"{name}\" skipped: its name is already exposed"))),

@@ -31,7 +31,8 @@ fn call_crm(id: u64) -> serde_json::Value {
 async fn a_fake_executor_panic_is_answered_internal_and_re_raised_with_its_message_when_the_handle_drops() {
     let exec = spawn_executor(Behaviour::Panic("the handler blew up".into())).await;
     let mut client = ToolExecutorClient::connect(exec.endpoint()).await.expect("connect to the fake executor");
-    let status = client.execute(pb::ExecuteRequest { tool: "customer_name".into(), arguments_json: "{}".into(), ..Default::default() }).await.unwrap_err();
+    let status =
+        client.execute(pb::ExecuteRequest { tool: "customer_name".into(), arguments_json: "{}".into(), ..Default::default() }).await.unwrap_err();
     assert_eq!(status.code(), Code::Internal, "{status:?}");
     assert!(status.message().contains("the handler blew up"), "{status:?}");
 
@@ -97,7 +98,11 @@ async fn servers_without_panics_drop_cleanly_after_serving_calls() {
     let mcp = McpServer::start(vec![mcp_tool("lookup", "Look a record up.", &[])]).await;
     let s = TestServer::start().await;
     let mut def = crm_definition(&exec.endpoint());
-    def.sources.push(pb::ToolSource { id: "docs".into(), kind: Some(pb::tool_source::Kind::Mcp(pb::McpSource { url: mcp.url(), ..Default::default() })), ..Default::default() });
+    def.sources.push(pb::ToolSource {
+        id: "docs".into(),
+        kind: Some(pb::tool_source::Kind::Mcp(pb::McpSource { url: mcp.url(), ..Default::default() })),
+        ..Default::default()
+    });
     def.groups.get_mut("crm").expect("the crm group").source_ids.push("docs".into());
     s.create("crm", def).await;
     assert_eq!(s.call_result("crm", "r1", "c1", "call_tool", call_crm(42)).await, (json!("Ada"), false));

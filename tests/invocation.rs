@@ -30,11 +30,7 @@ fn any_object() -> Value {
 
 fn grouped(group_name: &str, sources: Vec<pb::ToolSource>) -> pb::AgentDefinition {
     let ids: Vec<&str> = sources.iter().map(|s| s.id.as_str()).collect();
-    pb::AgentDefinition {
-        groups: [(group_name.to_string(), group("Tools of this test", &ids))].into(),
-        sources,
-        ..Default::default()
-    }
+    pb::AgentDefinition { groups: [(group_name.to_string(), group("Tools of this test", &ids))].into(), sources, ..Default::default() }
 }
 
 fn with_function(mut source: pb::ToolSource, f: impl FnOnce(&mut pb::FunctionSource)) -> pb::ToolSource {
@@ -229,10 +225,13 @@ async fn unknown_group_and_unknown_tool_say_what_to_do_next() {
     assert!(msg(&content).contains("discover_tools") && msg(&content).contains("call_tool"), "{content}");
 
     // Without grouped tools there are no control tools to point to, but still a next step.
-    s.create("direct-only", pb::AgentDefinition {
-        sources: vec![function_source("util", &exec.endpoint(), vec![schema_tool("ping", any_object())])],
-        ..Default::default()
-    })
+    s.create(
+        "direct-only",
+        pb::AgentDefinition {
+            sources: vec![function_source("util", &exec.endpoint(), vec![schema_tool("ping", any_object())])],
+            ..Default::default()
+        },
+    )
     .await;
     let (content, is_error) = s.call_result("direct-only", "r1", "c4", "pong", json!({})).await;
     assert!(is_error);
@@ -292,10 +291,13 @@ async fn executor_grpc_status_is_an_error_result() {
 async fn deadline_case(idempotent: bool) -> (Value, ExecutorHandle, Duration) {
     let exec = spawn_executor(Behaviour::Sleep(Duration::from_secs(10))).await;
     let s = TestServer::start().await;
-    s.create("crm", crm_with(&exec.endpoint(), |t| {
-        t.timeout = Some(millis(200));
-        t.idempotent = idempotent;
-    }))
+    s.create(
+        "crm",
+        crm_with(&exec.endpoint(), |t| {
+            t.timeout = Some(millis(200));
+            t.idempotent = idempotent;
+        }),
+    )
     .await;
     let started = Instant::now();
     let (content, is_error) = s.call_result("crm", "r1", "c1", "call_tool", call_crm(42)).await;
@@ -462,7 +464,8 @@ async fn approval_defers_with_the_actual_target_and_the_original_call() {
     assert_eq!(original.tool_call_id, "c1");
     assert_eq!(original.arguments_json, args.to_string());
     // Invalid arguments are refused before anything is deferred.
-    let (content, is_error) = s.call_result("crm", "r1", "c2", "call_tool", json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": "x"}})).await;
+    let (content, is_error) =
+        s.call_result("crm", "r1", "c2", "call_tool", json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": "x"}})).await;
     assert!(is_error && content["error"] == "invalid_arguments", "{content}");
     assert_eq!(exec.calls(), 0);
 }
@@ -946,7 +949,8 @@ async fn auto_pin_disabled_never_adds_hot_tools() {
 
 #[tokio::test]
 async fn function_source_without_declared_tools_lists_them_from_the_executor() {
-    let listed = vec![schema_tool("invoice_total", json!({"type": "object", "properties": {"invoice": {"type": "integer"}}, "required": ["invoice"]}))];
+    let listed =
+        vec![schema_tool("invoice_total", json!({"type": "object", "properties": {"invoice": {"type": "integer"}}, "required": ["invoice"]}))];
     let exec = spawn_executor_listing(Behaviour::Echo, listed).await;
     let s = TestServer::start().await;
     s.create("billing", grouped("billing", vec![function_source("billing-tools", &exec.endpoint(), vec![])])).await;
@@ -956,11 +960,13 @@ async fn function_source_without_declared_tools_lists_them_from_the_executor() {
     assert_eq!(content["total"], 1);
     assert_eq!(content["tools"][0]["name"], "billing__invoice_total");
 
-    let (content, is_error) = s.call_result("billing", "r1", "c2", "call_tool", json!({"group": "billing", "tool": "invoice_total", "arguments": {"invoice": 9}})).await;
+    let (content, is_error) =
+        s.call_result("billing", "r1", "c2", "call_tool", json!({"group": "billing", "tool": "invoice_total", "arguments": {"invoice": 9}})).await;
     assert!(!is_error, "{content}");
     assert_eq!(content, json!({"echo": {"invoice": 9}, "tool": "invoice_total"}));
     // The listed schema is enforced too.
-    let (content, is_error) = s.call_result("billing", "r1", "c3", "call_tool", json!({"group": "billing", "tool": "invoice_total", "arguments": {}})).await;
+    let (content, is_error) =
+        s.call_result("billing", "r1", "c3", "call_tool", json!({"group": "billing", "tool": "invoice_total", "arguments": {}})).await;
     assert!(is_error && content["error"] == "invalid_arguments", "{content}");
     assert_eq!(exec.calls(), 1);
 }
@@ -968,11 +974,7 @@ async fn function_source_without_declared_tools_lists_them_from_the_executor() {
 #[tokio::test]
 async fn unknown_agent_is_not_found() {
     let s = TestServer::start().await;
-    let err = s
-        .router()
-        .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("nobody")), run: Some(run_ctx("r1")) })
-        .await
-        .unwrap_err();
+    let err = s.router().get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("nobody")), run: Some(run_ctx("r1")) }).await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::NotFound);
     let err = s.handle_raw("nobody", run_ctx("r1"), "c1", "call_tool", "{}").await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::NotFound);
@@ -996,7 +998,11 @@ async fn malformed_tool_call_requests_are_invalid_argument() {
     assert!(err.message().contains("call.tool_name"), "{}", err.message());
     let err = s
         .router()
-        .handle_tool_call(pb::HandleToolCallRequest { agent: None, run: None, call: Some(pb::ToolCall { tool_name: "x".into(), ..Default::default() }) })
+        .handle_tool_call(pb::HandleToolCallRequest {
+            agent: None,
+            run: None,
+            call: Some(pb::ToolCall { tool_name: "x".into(), ..Default::default() }),
+        })
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
@@ -1084,7 +1090,11 @@ async fn approving_an_approval_gated_client_tool_hands_it_to_the_client() {
     assert_eq!(call.kind, pb::DeferredKind::ClientExecution as i32, "the record is a client execution now");
     assert_eq!(serde_json::from_str::<Value>(&call.target.as_ref().unwrap().arguments_json).unwrap(), json!({"amount": 7}));
     // A retry of the original tool call still finds its (original) deferred record.
-    assert_eq!(deferred_of(&s.call("ui", "r1", "c1", "call_tool", json!({"group": "ui", "tool": "wire_money", "arguments": {"amount": 5}})).await).deferred_id, d.deferred_id);
+    assert_eq!(
+        deferred_of(&s.call("ui", "r1", "c1", "call_tool", json!({"group": "ui", "tool": "wire_money", "arguments": {"amount": 5}})).await)
+            .deferred_id,
+        d.deferred_id
+    );
 
     let done = ClientResultOf(json!({"sent": 7}));
     let r = s.resolve(&d.deferred_id, done.resolution()).await.unwrap();

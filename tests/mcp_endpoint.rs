@@ -34,7 +34,8 @@ async fn call(client: &Client, tool: &str, arguments: Value) -> (Value, bool) {
 /// The CRM definition plus a direct client tool, a pinned tool and an approval-gated tool.
 fn definition(endpoint: &str) -> pb::AgentDefinition {
     let mut def = crm_definition(endpoint);
-    let mut refund = tool("refund", "Refund a payment.", json!({"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}));
+    let mut refund =
+        tool("refund", "Refund a payment.", json!({"type": "object", "properties": {"amount": {"type": "integer"}}, "required": ["amount"]}));
     refund.requires_approval = true;
     let pinned = tool("customer_email", "The email address of a customer.", json!({"type": "object"}));
     let mut billing = function_source("billing-tools", endpoint, vec![refund, pinned]);
@@ -53,8 +54,7 @@ async fn tools_list_shows_exactly_what_get_model_tools_shows() {
     let client = connect(endpoint(&s, "/mcp/agents/crm")).await.expect("initialize");
     let listed = client.list_all_tools().await.expect("tools/list");
     let expected = s.model_tools("crm", run_ctx("")).await;
-    let listed: Vec<(String, Value)> =
-        listed.iter().map(|t| (t.name.to_string(), Value::Object((*t.input_schema).clone()))).collect();
+    let listed: Vec<(String, Value)> = listed.iter().map(|t| (t.name.to_string(), Value::Object((*t.input_schema).clone()))).collect();
     let expected: Vec<(String, Value)> =
         expected.tools.iter().map(|t| (t.name.clone(), serde_json::from_str(&t.input_schema_json).unwrap())).collect();
     assert_eq!(listed, expected);
@@ -89,12 +89,8 @@ async fn tools_call_routes_like_handle_tool_call_and_the_session_is_the_run() {
     assert_eq!(pending["status"], "approval_pending");
     assert_eq!(pending["target"]["name"], "billing__refund");
     let id = pending["deferred_id"].as_str().expect("a deferred id").to_string();
-    let listed = s
-        .router()
-        .list_deferred(pb::ListDeferredRequest { agent_id: "crm".into(), ..Default::default() })
-        .await
-        .expect("list deferred")
-        .into_inner();
+    let listed =
+        s.router().list_deferred(pb::ListDeferredRequest { agent_id: "crm".into(), ..Default::default() }).await.expect("list deferred").into_inner();
     let record = listed.records.iter().find(|r| r.call.as_ref().unwrap().deferred_id == id).expect("the record is stored");
     let run_id = record.run_id.clone();
     assert!(!run_id.is_empty(), "the MCP session id is the run id");

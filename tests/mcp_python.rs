@@ -36,12 +36,8 @@ struct PythonServer {
 
 impl PythonServer {
     fn start() -> Self {
-        let mut child = Command::new("python3")
-            .arg(script("python_server.py"))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 starts");
+        let mut child =
+            Command::new("python3").arg(script("python_server.py")).stdout(Stdio::piped()).stderr(Stdio::inherit()).spawn().expect("python3 starts");
         let mut line = String::new();
         BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).expect("the server prints its port");
         let port = line.trim().strip_prefix("PORT ").and_then(|p| p.parse().ok()).unwrap_or_else(|| panic!("unexpected first line {line:?}"));
@@ -80,7 +76,11 @@ async fn a_python_mcp_server_is_a_source_with_a_session_per_run() {
         })),
         ..Default::default()
     };
-    let def = pb::AgentDefinition { groups: [("calc".to_string(), group("Arithmetic and identity", &["py"]))].into(), sources: vec![source], ..Default::default() };
+    let def = pb::AgentDefinition {
+        groups: [("calc".to_string(), group("Arithmetic and identity", &["py"]))].into(),
+        sources: vec![source],
+        ..Default::default()
+    };
     s.create("py-agent", def).await;
 
     // Headers are resolved at the run's first use, so the run carries its identity from the start.

@@ -12,8 +12,8 @@ use support::{McpServer, mcp_tool};
 use tonic::Code;
 use tonic_types::StatusExt;
 use toolrouter::config::ServerConfig;
-use toolrouter::upstream::Secrets;
 use toolrouter::pb;
+use toolrouter::upstream::Secrets;
 
 const KEY_ACME: &str = "tr_acme_key_5b0e71";
 const KEY_GLOBEX: &str = "tr_globex_key_c4d2a9";

@@ -10,8 +10,8 @@ use common::*;
 use serde_json::json;
 use support::{McpServer, mcp_tool};
 use toolrouter::config::ServerConfig;
-use toolrouter::upstream::SecretSource;
 use toolrouter::pb;
+use toolrouter::upstream::SecretSource;
 
 fn binding_from(from: &str, prefix: &str) -> pb::HeaderBinding {
     pb::HeaderBinding { value: Some(pb::header_binding::Value::From(from.into())), prefix: prefix.into() }
@@ -207,7 +207,8 @@ async fn end_run_releases_the_runs_sessions_and_idle_sessions_expire() {
 
 #[tokio::test]
 async fn a_session_in_use_longer_than_the_idle_time_is_kept_and_idle_counts_from_the_end_of_its_call() {
-    let upstream = McpServer::start(vec![mcp_tool("pause_lookup", "Looks a record up, slowly.", &[]), mcp_tool("lookup", "Look a record up.", &[])]).await;
+    let upstream =
+        McpServer::start(vec![mcp_tool("pause_lookup", "Looks a record up, slowly.", &[]), mcp_tool("lookup", "Look a record up.", &[])]).await;
     let mut cfg = config();
     // The call takes 1.5 s: five times the idle time, with the sweeper running every 75 ms.
     cfg.upstream.session_idle = Duration::from_millis(300);
@@ -371,9 +372,8 @@ async fn discover(s: &TestServer, run: &str, user: &str) {
 #[tokio::test]
 async fn tool_listings_are_cached_per_resolved_header_set_for_a_bounded_time() {
     let upstream = McpServer::start(vec![mcp_tool("lookup", "Look a record up.", &[])]).await;
-    let lists_for = |user: &str| {
-        upstream.seen().iter().filter(|r| r.method == "tools/list" && r.headers.get("x-user").map(String::as_str) == Some(user)).count()
-    };
+    let lists_for =
+        |user: &str| upstream.seen().iter().filter(|r| r.method == "tools/list" && r.headers.get("x-user").map(String::as_str) == Some(user)).count();
     let definition = || crm(vec![mcp_source("crm-mcp", &upstream.url(), &[("X-User", binding_from("identity.user_id", ""))])]);
 
     // Far longer than the test: runs with the same header values share one listing, another
@@ -460,7 +460,11 @@ async fn the_trace_context_reaches_the_mcp_server() {
     let mut req = tonic::Request::new(pb::HandleToolCallRequest {
         agent: Some(agent_ref("agent")),
         run: Some(run_ctx("r")),
-        call: Some(pb::ToolCall { tool_call_id: "1".into(), tool_name: "call_tool".into(), arguments_json: call_crm("lookup", json!({})).to_string() }),
+        call: Some(pb::ToolCall {
+            tool_call_id: "1".into(),
+            tool_name: "call_tool".into(),
+            arguments_json: call_crm("lookup", json!({})).to_string(),
+        }),
     });
     req.metadata_mut().insert("traceparent", format!("00-{trace}-00f067aa0ba902b7-01").parse().unwrap());
     s.router().handle_tool_call(req).await.expect("handled");
@@ -516,7 +520,8 @@ async fn the_flat_profile_searches_and_calls_mcp_tools_by_canonical_name() {
     assert_eq!(found["tools"][0]["name"], "crm__refund_payment", "{found}");
     assert_eq!(found["tools"][0]["parameters_json_schema"]["required"], json!(["payment_id"]), "full definitions");
 
-    let (done, is_error) = s.call_result("agent", "r", "c1", "call_tool", json!({"name": "crm__refund_payment", "arguments": {"payment_id": "p-1"}})).await;
+    let (done, is_error) =
+        s.call_result("agent", "r", "c1", "call_tool", json!({"name": "crm__refund_payment", "arguments": {"payment_id": "p-1"}})).await;
     assert!(!is_error, "{done}");
     assert_eq!(done["arguments"], json!({"payment_id": "p-1"}));
     let (unknown, is_error) = s.call_result("agent", "r", "c2", "call_tool", json!({"name": "crm__nothing", "arguments": {}})).await;

@@ -164,7 +164,14 @@ async fn link_local_metadata_and_unspecified_targets_are_refused_even_when_every
 
 #[tokio::test]
 async fn registration_accepts_targets_that_match_the_patterns() {
-    let s = TestServer::start_with(config(&["https://*.svc.cluster.local", "http://crm-executor:7000", "*.internal:443", "10.0.0.0/8", "[fd00::/8]:7000"])).await;
+    let s = TestServer::start_with(config(&[
+        "https://*.svc.cluster.local",
+        "http://crm-executor:7000",
+        "*.internal:443",
+        "10.0.0.0/8",
+        "[fd00::/8]:7000",
+    ]))
+    .await;
     let allowed = [
         "https://billing.tools.svc.cluster.local",
         "https://orders.svc.cluster.local:9443",

@@ -102,9 +102,19 @@ async fn list_agents_and_versions_paginate() {
         d.instructions = format!("v{i}");
         s.registry().create_agent_version(create_req("agent-0", d, false)).await.unwrap();
     }
-    let p1 = s.registry().list_agent_versions(pb::ListAgentVersionsRequest { agent_id: "agent-0".into(), page_size: 3, page_token: String::new() }).await.unwrap().into_inner();
+    let p1 = s
+        .registry()
+        .list_agent_versions(pb::ListAgentVersionsRequest { agent_id: "agent-0".into(), page_size: 3, page_token: String::new() })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(p1.versions.iter().map(|v| v.version).collect::<Vec<_>>(), [1, 2, 3]);
-    let p2 = s.registry().list_agent_versions(pb::ListAgentVersionsRequest { agent_id: "agent-0".into(), page_size: 3, page_token: p1.next_page_token }).await.unwrap().into_inner();
+    let p2 = s
+        .registry()
+        .list_agent_versions(pb::ListAgentVersionsRequest { agent_id: "agent-0".into(), page_size: 3, page_token: p1.next_page_token })
+        .await
+        .unwrap()
+        .into_inner();
     assert_eq!(p2.versions.iter().map(|v| v.version).collect::<Vec<_>>(), [4]);
     assert!(p2.next_page_token.is_empty());
     let bad = s.registry().list_agents(pb::ListAgentsRequest { page_size: 2, page_token: "zz!".into() }).await.unwrap_err();
@@ -154,7 +164,11 @@ async fn agent_id_must_be_valid() {
 #[tokio::test]
 async fn missing_definition_or_source_kind_is_invalid() {
     let s = TestServer::start().await;
-    let e = s.registry().create_agent_version(pb::CreateAgentVersionRequest { agent_id: "a".into(), definition: None, make_default: true }).await.unwrap_err();
+    let e = s
+        .registry()
+        .create_agent_version(pb::CreateAgentVersionRequest { agent_id: "a".into(), definition: None, make_default: true })
+        .await
+        .unwrap_err();
     assert_eq!(violations(&e), ["definition"]);
     let def = pb::AgentDefinition { sources: vec![pb::ToolSource { id: "s".into(), ..Default::default() }], ..Default::default() };
     assert_eq!(rejected(def).await, ["definition.sources[0].kind"]);
@@ -239,7 +253,8 @@ async fn unknown_source_ids_in_a_group_are_rejected() {
 #[tokio::test]
 async fn control_names_must_differ_from_each_other() {
     let mut d = crm();
-    d.control = Some(pb::ControlConfig { names: Some(pb::ControlNames { describe: "discover_tools".into(), ..Default::default() }), ..Default::default() });
+    d.control =
+        Some(pb::ControlConfig { names: Some(pb::ControlNames { describe: "discover_tools".into(), ..Default::default() }), ..Default::default() });
     assert_eq!(rejected(d).await, ["definition.control.names.describe"]);
 }
 
@@ -254,7 +269,10 @@ async fn control_names_must_not_collide_with_direct_tools() {
 async fn control_names_must_not_collide_with_pinned_canonical_names() {
     let mut d = crm();
     d.sources[0].tool_configs.insert("customer_name".into(), pb::ToolConfig { pin: true, additional_search_text: String::new() });
-    d.control = Some(pb::ControlConfig { names: Some(pb::ControlNames { list_tools: "crm__customer_name".into(), ..Default::default() }), ..Default::default() });
+    d.control = Some(pb::ControlConfig {
+        names: Some(pb::ControlNames { list_tools: "crm__customer_name".into(), ..Default::default() }),
+        ..Default::default()
+    });
     assert_eq!(rejected(d).await, ["definition.sources[0].function.tools[0].name"]);
 }
 
@@ -265,7 +283,11 @@ async fn max_results_must_be_1_to_100() {
         d.control = Some(pb::ControlConfig { max_results: n, ..Default::default() });
         let s = TestServer::start().await;
         let r = s.registry().create_agent_version(create_req("a", d, true)).await;
-        if ok { r.unwrap(); } else { assert_eq!(violations(&r.unwrap_err()), ["definition.control.max_results"]); }
+        if ok {
+            r.unwrap();
+        } else {
+            assert_eq!(violations(&r.unwrap_err()), ["definition.control.max_results"]);
+        }
     }
 }
 
@@ -276,7 +298,11 @@ async fn max_search_bytes_must_be_1024_to_32768() {
         d.control = Some(pb::ControlConfig { max_search_bytes: n, ..Default::default() });
         let s = TestServer::start().await;
         let r = s.registry().create_agent_version(create_req("a", d, true)).await;
-        if ok { r.unwrap(); } else { assert_eq!(violations(&r.unwrap_err()), ["definition.control.max_search_bytes"]); }
+        if ok {
+            r.unwrap();
+        } else {
+            assert_eq!(violations(&r.unwrap_err()), ["definition.control.max_search_bytes"]);
+        }
     }
 }
 

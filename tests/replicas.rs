@@ -79,10 +79,8 @@ async fn binary(name: &'static str, store: &str) -> Replica {
             }
         }
     });
-    let ready = tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(30)))
-        .await
-        .unwrap()
-        .expect("the binary prints its ready line");
+    let ready =
+        tokio::task::spawn_blocking(move || rx.recv_timeout(Duration::from_secs(30))).await.unwrap().expect("the binary prints its ready line");
     assert!(!ready.contains("toolrouter-test"), "the ready line shows no password: {ready}");
     let grpc: SocketAddr = ready
         .split_whitespace()
@@ -156,7 +154,10 @@ impl Replica {
 
     async fn approve(&self, id: &str) -> pb::ToolResult {
         self.router()
-            .resolve_deferred(pb::ResolveDeferredRequest { deferred_id: id.into(), resolution: Some(Resolution::Approve(pb::Approve { arguments_json: None })) })
+            .resolve_deferred(pb::ResolveDeferredRequest {
+                deferred_id: id.into(),
+                resolution: Some(Resolution::Approve(pb::Approve { arguments_json: None })),
+            })
             .await
             .unwrap_or_else(|e| panic!("{}: approve: {e}", self.name))
             .into_inner()

@@ -50,7 +50,13 @@ async fn acme_world() -> (TestServer, KeyFile, ExecutorHandle, String) {
 async fn every_rpc(s: &TestServer, agent: &str, deferred_id: &str) -> Vec<(&'static str, Status)> {
     let a = || Some(agent_ref(agent));
     let run = || Some(run_ctx("run-1"));
-    let call = || Some(pb::ToolCall { tool_call_id: "g1".into(), tool_name: "call_tool".into(), arguments_json: call_tool("customer_name", json!({"customer_id": 42})).to_string() });
+    let call = || {
+        Some(pb::ToolCall {
+            tool_call_id: "g1".into(),
+            tool_name: "call_tool".into(),
+            arguments_json: call_tool("customer_name", json!({"customer_id": 42})).to_string(),
+        })
+    };
     let mut reg = s.registry_as(KEY_B);
     let mut disc = s.discovery_as(KEY_B);
     let mut rt = s.router_as(KEY_B);
@@ -61,13 +67,22 @@ async fn every_rpc(s: &TestServer, agent: &str, deferred_id: &str) -> Vec<(&'sta
     push("ListAgentVersions", reg.list_agent_versions(pb::ListAgentVersionsRequest { agent_id: agent.into(), ..Default::default() }).await.map(drop));
     push("SetDefaultVersion", reg.set_default_version(pb::SetDefaultVersionRequest { agent_id: agent.into(), version: 2 }).await.map(drop));
     push("DeleteAgent", reg.delete_agent(pb::DeleteAgentRequest { agent_id: agent.into() }).await.map(drop));
-    push("DiscoverTools", disc.discover_tools(pb::DiscoverToolsRequest { agent: a(), run: run(), query: "customer".into(), ..Default::default() }).await.map(drop));
-    push("DescribeTool", disc.describe_tool(pb::DescribeToolRequest { agent: a(), run: run(), group: "crm".into(), tool: "customer_name".into() }).await.map(drop));
+    push(
+        "DiscoverTools",
+        disc.discover_tools(pb::DiscoverToolsRequest { agent: a(), run: run(), query: "customer".into(), ..Default::default() }).await.map(drop),
+    );
+    push(
+        "DescribeTool",
+        disc.describe_tool(pb::DescribeToolRequest { agent: a(), run: run(), group: "crm".into(), tool: "customer_name".into() }).await.map(drop),
+    );
     push("ListToolGroups", disc.list_tool_groups(pb::ListToolGroupsRequest { agent: a(), run: run(), ..Default::default() }).await.map(drop));
     push("ListTools", disc.list_tools(pb::ListCatalogToolsRequest { agent: a(), run: run(), ..Default::default() }).await.map(drop));
     push("GetModelTools", rt.get_model_tools(pb::GetModelToolsRequest { agent: a(), run: run() }).await.map(drop));
     push("HandleToolCall", rt.handle_tool_call(pb::HandleToolCallRequest { agent: a(), run: run(), call: call() }).await.map(drop));
-    push("HandleToolCalls", rt.handle_tool_calls(pb::HandleToolCallsRequest { agent: a(), run: run(), calls: vec![call().unwrap()] }).await.map(drop));
+    push(
+        "HandleToolCalls",
+        rt.handle_tool_calls(pb::HandleToolCallsRequest { agent: a(), run: run(), calls: vec![call().unwrap()] }).await.map(drop),
+    );
     let approve = Some(pb::resolve_deferred_request::Resolution::Approve(pb::Approve::default()));
     push("ResolveDeferred", rt.resolve_deferred(pb::ResolveDeferredRequest { deferred_id: deferred_id.into(), resolution: approve }).await.map(drop));
     push("ListDeferred", rt.list_deferred(pb::ListDeferredRequest { agent_id: agent.into(), ..Default::default() }).await.map(drop));
@@ -123,7 +138,8 @@ async fn the_same_agent_id_in_two_tenants_is_two_agents_with_their_own_versions_
     // Globex creates its own `crm`: version 1 of its own agent, acme's is unchanged.
     let v = s.create_as(KEY_B, "crm", crm_with_refund(&exec_b.endpoint())).await;
     assert_eq!((v.version, v.is_default), (1, true));
-    let acme_versions = s.registry_as(KEY_A).list_agent_versions(pb::ListAgentVersionsRequest { agent_id: "crm".into(), ..Default::default() }).await.unwrap();
+    let acme_versions =
+        s.registry_as(KEY_A).list_agent_versions(pb::ListAgentVersionsRequest { agent_id: "crm".into(), ..Default::default() }).await.unwrap();
     assert_eq!(acme_versions.into_inner().versions.len(), 2);
 
     // Same run id and tool call id in both tenants: each gets its own execution and outcome.
@@ -135,12 +151,7 @@ async fn the_same_agent_id_in_two_tenants_is_two_agents_with_their_own_versions_
     assert_eq!((exec_a.calls(), exec_b.calls()), (1, 1), "globex's call was executed, not answered from acme's outcome");
 
     // Globex's deferred records are its own; acme's id is still not found for globex.
-    let mine = s
-        .router_as(KEY_B)
-        .list_deferred(pb::ListDeferredRequest { agent_id: "crm".into(), ..Default::default() })
-        .await
-        .unwrap()
-        .into_inner();
+    let mine = s.router_as(KEY_B).list_deferred(pb::ListDeferredRequest { agent_id: "crm".into(), ..Default::default() }).await.unwrap().into_inner();
     assert!(mine.records.is_empty());
     let deny = Some(pb::resolve_deferred_request::Resolution::Deny(pb::Deny { message: "no".into() }));
     let st = s.router_as(KEY_B).resolve_deferred(pb::ResolveDeferredRequest { deferred_id: deferred.clone(), resolution: deny }).await.unwrap_err();
@@ -166,12 +177,14 @@ async fn usage_counts_and_hot_tools_are_per_tenant() {
     let exec = spawn_executor(Behaviour::Echo).await;
     let (s, _keys) = TestServer::start_with_keys(&[(KEY_A, ACME), (KEY_B, GLOBEX)]).await;
     let mut def = crm_definition(&exec.endpoint());
-    def.control = Some(pb::ControlConfig { auto_pin: Some(pb::AutoPinConfig { warmup_calls: 2, max_hot: 1, ..Default::default() }), ..Default::default() });
+    def.control =
+        Some(pb::ControlConfig { auto_pin: Some(pb::AutoPinConfig { warmup_calls: 2, max_hot: 1, ..Default::default() }), ..Default::default() });
     s.create_as(KEY_A, "crm", def.clone()).await;
     s.create_as(KEY_B, "crm", def).await;
     let ada = || run_as("r1", Some("ada"), pb::Caller::Model);
     for i in 0..2 {
-        let out = s.call_as(KEY_A, "crm", ada(), &format!("u{i}"), "call_tool", call_tool("customer_name", json!({"customer_id": 42}))).await.unwrap();
+        let out =
+            s.call_as(KEY_A, "crm", ada(), &format!("u{i}"), "call_tool", call_tool("customer_name", json!({"customer_id": 42}))).await.unwrap();
         assert!(!result_of(&out).1);
     }
     let store = s.server.router.registry().store().clone();
@@ -187,7 +200,9 @@ async fn usage_counts_and_hot_tools_are_per_tenant() {
     }
     let model_tools = |key: &'static str| {
         let s = &s;
-        async move { s.router_as(key).get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("crm")), run: Some(ada()) }).await.unwrap().into_inner() }
+        async move {
+            s.router_as(key).get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("crm")), run: Some(ada()) }).await.unwrap().into_inner()
+        }
     };
     assert_eq!(hot(&model_tools(KEY_A).await), ["crm__customer_name"]);
     assert!(hot(&model_tools(KEY_B).await).is_empty(), "globex's ada has no usage");

@@ -109,10 +109,7 @@ async fn a_schema_larger_than_the_limit_is_invalid_with_its_field_path() {
     out_schema.sources[0].kind = Some(pb::tool_source::Kind::Client(pb::ClientSource {
         tools: vec![pb::ToolDeclaration { name: "lookup".into(), description: "d".into(), output_schema_json: schema(2049), ..Default::default() }],
     }));
-    for (def, field) in [
-        (client_def_with_schema(schema(2049)), "input_schema_json"),
-        (out_schema, "output_schema_json"),
-    ] {
+    for (def, field) in [(client_def_with_schema(schema(2049)), "input_schema_json"), (out_schema, "output_schema_json")] {
         let st = create(&s, "over", def).await.unwrap_err();
         assert_eq!(st.code(), Code::InvalidArgument);
         assert_eq!(bad_request_fields(&st), [format!("definition.sources[0].client.tools[0].{field}")]);
@@ -191,7 +188,10 @@ async fn a_tenant_over_its_request_rate_gets_resource_exhausted_with_retry_info_
     cfg.limits.rate = RateLimit { per_second: 0.001, burst: 3 };
     let s = TestServer::start_with(cfg).await;
     for i in 0..3 {
-        s.registry_as("rate-key-a").list_agents(pb::ListAgentsRequest::default()).await.unwrap_or_else(|e| panic!("call {i} is within the burst: {e:?}"));
+        s.registry_as("rate-key-a")
+            .list_agents(pb::ListAgentsRequest::default())
+            .await
+            .unwrap_or_else(|e| panic!("call {i} is within the burst: {e:?}"));
     }
     let st = s.registry_as("rate-key-a").list_agents(pb::ListAgentsRequest::default()).await.unwrap_err();
     assert_eq!(st.code(), Code::ResourceExhausted);

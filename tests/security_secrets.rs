@@ -11,9 +11,9 @@ use std::time::Duration;
 
 use common::*;
 use serde_json::json;
+use toolrouter::pb;
 use tracing_subscriber::fmt::format::FmtSpan;
 use tracing_subscriber::layer::SubscriberExt;
-use toolrouter::pb;
 
 const KEY: &str = "sk-planted-valid-key-4d2e8b1f";
 const WRONG: &str = "sk-planted-wrong-key-97c3a0e5";
@@ -72,7 +72,10 @@ async fn planted_keys_appear_in_no_response_error_log_or_span() {
     function_of(&mut def.sources[0]).tools.push(refund);
     answers.push(format!("{:?}", s.create_as(KEY, "crm", def).await));
     let mut disc = s.discovery_as(KEY);
-    answers.push(format!("{:?}", disc.discover_tools(pb::DiscoverToolsRequest { agent: Some(agent_ref("crm")), query: "customer".into(), ..Default::default() }).await));
+    answers.push(format!(
+        "{:?}",
+        disc.discover_tools(pb::DiscoverToolsRequest { agent: Some(agent_ref("crm")), query: "customer".into(), ..Default::default() }).await
+    ));
     let call = |tool: &str| json!({"group": "crm", "tool": tool, "arguments": {"customer_id": 42}});
     answers.push(format!("{:?}", s.call_as(KEY, "crm", run_ctx("r1"), "c1", "call_tool", call("customer_name")).await));
     let deferred = s.call_as(KEY, "crm", run_ctx("r1"), "c2", "call_tool", call("refund")).await.unwrap();
@@ -90,7 +93,11 @@ async fn planted_keys_appear_in_no_response_error_log_or_span() {
     answers.push(format!("{:?}", s.registry().list_agents(basic).await));
     answers.push(format!("{:?}", s.call_as(WRONG, "crm", run_ctx("r1"), "c3", "call_tool", call("customer_name")).await));
     answers.push(format!("{:?}", s.registry_as(KEY).get_agent_version(pb::GetAgentVersionRequest { agent_id: "nobody".into(), version: 0 }).await));
-    answers.push(format!("{:?}", s.call_as(KEY, "crm", run_ctx("r1"), "c4", "call_tool", json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": "x"}})).await));
+    answers.push(format!(
+        "{:?}",
+        s.call_as(KEY, "crm", run_ctx("r1"), "c4", "call_tool", json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": "x"}}))
+            .await
+    ));
 
     // A key file with a key pasted into the wrong field is rejected (and logged), then fixed.
     file.replace(&format!(r#"[{{"tenant": "acme", "sha256": "{IN_FILE}"}}]"#));

@@ -65,7 +65,9 @@ fn build_harness() -> Harness {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let svc = TraceServiceServer::new(collector.clone());
-        tokio::spawn(tonic::transport::Server::builder().add_service(svc).serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)));
+        tokio::spawn(
+            tonic::transport::Server::builder().add_service(svc).serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
         let cfg = TelemetryConfig {
             otlp_endpoint: Some(format!("http://{addr}")),
             service_name: "toolrouter-test".into(),
@@ -320,7 +322,11 @@ async fn discovery_produces_a_search_span_with_result_counts() {
         pb::HandleToolCallRequest {
             agent: Some(agent_ref("ops")),
             run: Some(run_ctx("run-search")),
-            call: Some(pb::ToolCall { tool_call_id: "d1".into(), tool_name: "discover_tools".into(), arguments_json: json!({"query": "zzzqqq"}).to_string() }),
+            call: Some(pb::ToolCall {
+                tool_call_id: "d1".into(),
+                tool_name: "discover_tools".into(),
+                arguments_json: json!({"query": "zzzqqq"}).to_string(),
+            }),
         },
         &trace,
         &parent,
@@ -366,10 +372,7 @@ fn parse_metrics(text: &str) -> Vec<Sample> {
 
 /// The value of the sample `name` whose labels include `labels`.
 fn sample(samples: &[Sample], name: &str, labels: &[(&str, &str)]) -> Option<f64> {
-    samples
-        .iter()
-        .find(|(n, l, _)| n == name && labels.iter().all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v)))
-        .map(|(_, _, v)| *v)
+    samples.iter().find(|(n, l, _)| n == name && labels.iter().all(|(k, v)| l.get(*k).map(String::as_str) == Some(*v))).map(|(_, _, v)| *v)
 }
 
 async fn scrape(addr: SocketAddr) -> Vec<Sample> {
@@ -444,7 +447,9 @@ async fn metrics_count_rpcs_tool_calls_searches_deferrals_and_store_operations()
     at_least("toolrouter_executor_duration_seconds_count", &[("source", "slow")], 1.0);
     at_least("toolrouter_search_duration_seconds_count", &[], 1.0);
     at_least("toolrouter_search_zero_results_total", &[], 1.0);
-    for op in ["create_version", "pin_run", "claim_call", "finish_call", "insert_deferred", "transition_deferred", "complete_deferred", "count_pending"] {
+    for op in
+        ["create_version", "pin_run", "claim_call", "finish_call", "insert_deferred", "transition_deferred", "complete_deferred", "count_pending"]
+    {
         at_least("toolrouter_store_duration_seconds_count", &[("op", op)], 1.0);
     }
     let (status, body) = http_get(http, "/metrics").await;
@@ -470,7 +475,8 @@ async fn shutdown_refuses_new_calls_and_lets_calls_in_flight_finish() {
     assert_eq!(http_get(http, "/readyz").await.0, 200);
 
     let mut in_flight_client = s.router();
-    let in_flight = tokio::spawn(async move { in_flight_client.handle_tool_call(handle_request("sd", "slow-1", "slow_write", json!({"n": 1}))).await });
+    let in_flight =
+        tokio::spawn(async move { in_flight_client.handle_tool_call(handle_request("sd", "slow-1", "slow_write", json!({"n": 1}))).await });
     let deadline = Instant::now() + Duration::from_secs(5);
     while slow.calls() == 0 {
         assert!(Instant::now() < deadline, "the slow call never reached its executor");

@@ -117,7 +117,8 @@ fn client_config(ca_pem: &str, alpn: &[&[u8]], identity: Option<&Leaf>) -> rustl
     for cert in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(cert.unwrap()).unwrap();
     }
-    let builder = rustls::ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots);
+    let builder =
+        rustls::ClientConfig::builder_with_provider(provider()).with_safe_default_protocol_versions().unwrap().with_root_certificates(roots);
     let mut config = match identity {
         None => builder.with_no_client_auth(),
         Some(leaf) => {
@@ -204,7 +205,11 @@ async fn grpc_over_tls_serves_the_generated_client_with_alpn_h2() {
     let channel = grpc_channel(s.grpc_addr, client_config(&ca.pem, &[b"h2"], None)).await.expect("TLS channel");
     assert_eq!(serving(channel.clone()).await.unwrap(), ServingStatus::Serving);
     let created = pb::agent_registry_client::AgentRegistryClient::new(channel)
-        .create_agent_version(pb::CreateAgentVersionRequest { agent_id: "crm".into(), definition: Some(crm_definition("http://127.0.0.1:7000")), make_default: true })
+        .create_agent_version(pb::CreateAgentVersionRequest {
+            agent_id: "crm".into(),
+            definition: Some(crm_definition("http://127.0.0.1:7000")),
+            make_default: true,
+        })
         .await
         .expect("a call over TLS")
         .into_inner();
@@ -311,7 +316,8 @@ async fn broken_new_certificate_files_keep_the_certificate_in_force() {
         assert_eq!(presented(s.grpc_addr, &ca).await, a.der, "{what}: the old certificate stays");
         assert_eq!(presented(s.http_addr, &ca).await, a.der, "{what}");
     }
-    let rejected: Vec<_> = logs().events().into_iter().filter(|e| e.get("path").is_some_and(|p| p.contains(&files.dir.0.display().to_string()))).collect();
+    let rejected: Vec<_> =
+        logs().events().into_iter().filter(|e| e.get("path").is_some_and(|p| p.contains(&files.dir.0.display().to_string()))).collect();
     assert!(rejected.iter().any(|e| e.get("error").is_some_and(|m| m.contains("does not belong to the key"))), "{rejected:?}");
     let key_body = c.key.lines().nth(1).unwrap();
     assert!(rejected.iter().all(|e| e.values().all(|v| !v.contains(key_body))), "no key material in the logs");

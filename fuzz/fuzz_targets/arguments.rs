@@ -48,10 +48,7 @@ fn catalog_with(schema: &str) -> Catalog {
             kind: SourceKind::Mcp(McpSource { url: "http://127.0.0.1:9".into(), ..McpSource::default() }),
             ..ToolSource::default()
         }],
-        groups: BTreeMap::from([(
-            "g".to_string(),
-            ToolGroup { description: "fuzz".into(), source_ids: vec!["mcp".into()] },
-        )]),
+        groups: BTreeMap::from([("g".to_string(), ToolGroup { description: "fuzz".into(), source_ids: vec!["mcp".into()] })]),
         ..AgentDefinition::default()
     };
     let tool = ToolDeclaration { name: "t".into(), input_schema: schema.into(), ..ToolDeclaration::default() };
@@ -102,14 +99,51 @@ const NAMES: &[&str] = &["a", "b", "id", "x y", "~1", "a/b", "", "é", "items", 
 const TYPES: &[&str] = &["object", "string", "integer", "number", "boolean", "array", "null"];
 const PATTERNS: &[&str] = &["^a", "[0-9]+", "\\p{L}+$", "(a|b)*c", "^$", "\\d{2,}", "^[^/]*$", "(?i)ID"];
 const FORMATS: &[&str] = &[
-    "email", "idn-email", "date-time", "date", "time", "duration", "uri", "uri-reference", "iri",
-    "iri-reference", "uri-template", "ipv4", "ipv6", "hostname", "idn-hostname", "uuid", "regex",
-    "json-pointer", "relative-json-pointer", "unknown-format",
+    "email",
+    "idn-email",
+    "date-time",
+    "date",
+    "time",
+    "duration",
+    "uri",
+    "uri-reference",
+    "iri",
+    "iri-reference",
+    "uri-template",
+    "ipv4",
+    "ipv6",
+    "hostname",
+    "idn-hostname",
+    "uuid",
+    "regex",
+    "json-pointer",
+    "relative-json-pointer",
+    "unknown-format",
 ];
 const STRINGS: &[&str] = &[
-    "", "a", "abc", "12", "x y", "é", "\u{0}", "a@example.com", "2024-02-30T25:00:00Z",
-    "2024-01-01T00:00:00Z", "P1D", "::1", "256.1.1.1", "http://[::1]:80/p?q#f", "../a", "/a/~2",
-    "0/a", "(", "[a-", "550e8400-e29b-41d4-a716-446655440000", "xn--", "-a-.com", "{a}",
+    "",
+    "a",
+    "abc",
+    "12",
+    "x y",
+    "é",
+    "\u{0}",
+    "a@example.com",
+    "2024-02-30T25:00:00Z",
+    "2024-01-01T00:00:00Z",
+    "P1D",
+    "::1",
+    "256.1.1.1",
+    "http://[::1]:80/p?q#f",
+    "../a",
+    "/a/~2",
+    "0/a",
+    "(",
+    "[a-",
+    "550e8400-e29b-41d4-a716-446655440000",
+    "xn--",
+    "-a-.com",
+    "{a}",
 ];
 const NUMBERS: &[f64] = &[0.0, -0.0, 1.0, -1.0, 0.1, 0.3, 2.5, 1e308, -1e308, 1e-308, 3.0, 9007199254740993.0];
 const INTEGERS: &[i64] = &[0, 1, -1, 2, 7, 100, i64::MAX, i64::MIN];
@@ -133,11 +167,7 @@ impl Generator<'_, '_> {
     }
 
     fn number(&mut self) -> Value {
-        if self.flag() {
-            json!(INTEGERS[self.pick(INTEGERS.len())])
-        } else {
-            json!(NUMBERS[self.pick(NUMBERS.len())])
-        }
+        if self.flag() { json!(INTEGERS[self.pick(INTEGERS.len())]) } else { json!(NUMBERS[self.pick(NUMBERS.len())]) }
     }
 
     fn small(&mut self) -> Value {
@@ -181,8 +211,7 @@ impl Generator<'_, '_> {
                 0 => ("type", json!(self.from(TYPES))),
                 1 => ("type", json!([self.from(TYPES), self.from(TYPES)])),
                 2 => {
-                    let props: Map<String, Value> =
-                        (0..1 + self.pick(3)).map(|_| (self.from(NAMES).to_string(), self.schema(d))).collect();
+                    let props: Map<String, Value> = (0..1 + self.pick(3)).map(|_| (self.from(NAMES).to_string(), self.schema(d))).collect();
                     ("properties", Value::Object(props))
                 }
                 3 => ("required", json!((0..1 + self.pick(3)).map(|_| self.from(NAMES)).collect::<Vec<_>>())),

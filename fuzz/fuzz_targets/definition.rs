@@ -141,10 +141,9 @@ fn check_catalog(catalog: &Catalog) {
         let _ = check_arguments(t, &json!({}));
     }
     if catalog.has_grouped() {
-        for result in [
-            discovery::list_groups(catalog, None, 0).map(|p| p.json),
-            discovery::list_tools(catalog, &ListToolsRequest::default()).map(|p| p.json),
-        ] {
+        for result in
+            [discovery::list_groups(catalog, None, 0).map(|p| p.json), discovery::list_tools(catalog, &ListToolsRequest::default()).map(|p| p.json)]
+        {
             match result {
                 Ok(json) => assert!(json.len() <= catalog.control.max_search_bytes as usize),
                 Err(DiscoveryError::TooLarge { .. }) => {}

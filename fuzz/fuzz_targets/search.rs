@@ -189,11 +189,7 @@ fn expected_page(catalog: &Catalog, ranked: &[u32], offset: usize, limit: usize,
     let response = |n: usize| {
         let next = offset + n;
         let next = if next < total { next.to_string() } else { "null".into() };
-        format!(
-            "{{\"detail\":\"{}\",\"tools\":[{}],\"total\":{total},\"next_offset\":{next}}}",
-            detail.as_str(),
-            entries[..n].join(",")
-        )
+        format!("{{\"detail\":\"{}\",\"tools\":[{}],\"total\":{total},\"next_offset\":{next}}}", detail.as_str(), entries[..n].join(","))
     };
     let budget = catalog.control.max_search_bytes as usize;
     let fits = (0..entries.len()).find(|&n| response(n + 1).len() > budget).unwrap_or(entries.len());
@@ -297,8 +293,7 @@ fn check_discover(catalog: &Catalog, query: &str, o: &Options) {
         return;
     };
     let natural = c.ranking == Ranking::Natural && !query.trim().is_empty();
-    let (ranked, single_exact) =
-        if natural { natural_ranking(catalog, query, group) } else { keyword_ranking(catalog, query, group) };
+    let (ranked, single_exact) = if natural { natural_ranking(catalog, query, group) } else { keyword_ranking(catalog, query, group) };
     let detail = match o.detail {
         Some("summary") => Detail::Summary,
         Some("full") => Detail::Full,
@@ -326,12 +321,7 @@ fn check_list_tools(catalog: &Catalog, o: &Options) {
         assert_eq!(got, Err("invalid_arguments".into()), "{what}");
         return;
     };
-    let mut all: Vec<u32> = catalog
-        .grouped
-        .iter()
-        .copied()
-        .filter(|&i| group.is_none_or(|g| catalog.tool(i).group.as_deref() == Some(g)))
-        .collect();
+    let mut all: Vec<u32> = catalog.grouped.iter().copied().filter(|&i| group.is_none_or(|g| catalog.tool(i).group.as_deref() == Some(g))).collect();
     all.sort_by(|&a, &b| catalog.tool(a).name.as_bytes().cmp(catalog.tool(b).name.as_bytes()));
     let detail = if full { Detail::Full } else { Detail::Summary };
     assert_page(got, expected_page(catalog, &all, o.offset(), limit, detail), catalog, &what);
@@ -426,9 +416,7 @@ fn parse_docs(text: &str) -> Vec<SearchDoc> {
             let mut f = line.split('\t');
             let mut next = || f.next().unwrap_or("").to_string();
             let (group, name, description) = (next(), next(), next());
-            let list = |s: String, sep: char| -> Vec<String> {
-                if s.is_empty() { Vec::new() } else { s.split(sep).map(String::from).collect() }
-            };
+            let list = |s: String, sep: char| -> Vec<String> { if s.is_empty() { Vec::new() } else { s.split(sep).map(String::from).collect() } };
             let property_names = list(next(), ',');
             let schema_descriptions = list(next(), '|');
             let additional_search_text = next();

@@ -10,12 +10,7 @@ use toolrouter::catalog::*;
 
 /// A tool declaration with a schema given as JSON.
 fn tool(name: &str, description: &str, schema: Value) -> ToolDeclaration {
-    ToolDeclaration {
-        name: name.into(),
-        description: description.into(),
-        input_schema: schema.to_string(),
-        ..ToolDeclaration::default()
-    }
+    ToolDeclaration { name: name.into(), description: description.into(), input_schema: schema.to_string(), ..ToolDeclaration::default() }
 }
 
 fn object(properties: Value) -> Value {
@@ -30,12 +25,7 @@ fn function(id: &str, tools: Vec<ToolDeclaration>) -> ToolSource {
     ToolSource {
         id: id.into(),
         instructions: "Use numeric customer IDs, not display names.".into(),
-        kind: SourceKind::Function(FunctionSource {
-            endpoint: "http://127.0.0.1:7000".into(),
-            tools,
-            timeout: None,
-            max_concurrency: 0,
-        }),
+        kind: SourceKind::Function(FunctionSource { endpoint: "http://127.0.0.1:7000".into(), tools, timeout: None, max_concurrency: 0 }),
         ..ToolSource::default()
     }
 }
@@ -45,11 +35,10 @@ fn function(id: &str, tools: Vec<ToolDeclaration>) -> ToolSource {
 /// whose canonical escaping collides naively (`a_` / `a_u`), non-ASCII text, a description
 /// longer than a summary, and a schema larger than the smallest byte budget.
 pub fn search_definition() -> AgentDefinition {
-    let long = "Ölwechsel für das Fahrzeug planen — Straße, Hausnummer und Termin angeben. ".repeat(6)
-        + "\n\nZweiter Absatz: nie in der Zusammenfassung.";
-    let many: serde_json::Map<String, Value> = (0..40)
-        .map(|i| (format!("field_{i:02}"), json!({"type": "string", "description": format!("Free text number {i} of the form.")})))
-        .collect();
+    let long =
+        "Ölwechsel für das Fahrzeug planen — Straße, Hausnummer und Termin angeben. ".repeat(6) + "\n\nZweiter Absatz: nie in der Zusammenfassung.";
+    let many: serde_json::Map<String, Value> =
+        (0..40).map(|i| (format!("field_{i:02}"), json!({"type": "string", "description": format!("Free text number {i} of the form.")}))).collect();
     let mut crm = function(
         "crm-tools",
         vec![
@@ -68,10 +57,7 @@ pub fn search_definition() -> AgentDefinition {
             tool("Pay", "Pay an invoice by card.", object(json!({"invoice_id": {"type": "string"}}))),
         ],
     );
-    crm.tool_configs.insert(
-        "customer_name".into(),
-        ToolConfig { pin: true, additional_search_text: "client person buyer".into() },
-    );
+    crm.tool_configs.insert("customer_name".into(), ToolConfig { pin: true, additional_search_text: "client person buyer".into() });
     crm.tool_configs.insert("*".into(), ToolConfig { pin: false, additional_search_text: "crm records".into() });
     let billing = client(
         "billing-tools",
@@ -114,10 +100,7 @@ pub fn search_definition() -> AgentDefinition {
         groups: groups
             .into_iter()
             .map(|(name, description, ids)| {
-                (
-                    name.to_string(),
-                    ToolGroup { description: description.into(), source_ids: ids.into_iter().map(String::from).collect() },
-                )
+                (name.to_string(), ToolGroup { description: description.into(), source_ids: ids.into_iter().map(String::from).collect() })
             })
             .collect(),
         control: ControlConfig::default(),

@@ -68,11 +68,7 @@ pub fn definition(d: pb::AgentDefinition) -> Result<AgentDefinition, Error> {
             kind,
         });
     }
-    let groups = d
-        .groups
-        .into_iter()
-        .map(|(k, g)| (k, ToolGroup { description: g.description, source_ids: g.source_ids }))
-        .collect();
+    let groups = d.groups.into_iter().map(|(k, g)| (k, ToolGroup { description: g.description, source_ids: g.source_ids })).collect();
     let c = d.control.unwrap_or_default();
     let names = c.names.unwrap_or_default();
     let auto = c.auto_pin.unwrap_or_default();
@@ -140,9 +136,7 @@ pub fn pb_definition(d: &AgentDefinition) -> pb::AgentDefinition {
                     timeout: pb_duration(f.timeout),
                     max_concurrency: f.max_concurrency,
                 }),
-                SourceKind::Client(c) => {
-                    pb::tool_source::Kind::Client(pb::ClientSource { tools: c.tools.iter().map(pb_tool_decl).collect() })
-                }
+                SourceKind::Client(c) => pb::tool_source::Kind::Client(pb::ClientSource { tools: c.tools.iter().map(pb_tool_decl).collect() }),
                 SourceKind::Mcp(m) => pb::tool_source::Kind::Mcp(pb::McpSource {
                     url: m.url.clone(),
                     headers: m

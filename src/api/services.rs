@@ -10,8 +10,8 @@ use super::convert::{self, pb_entry, pb_version};
 use super::status::{invalid, to_status};
 use crate::admission::{Addressed, Admission, CallContext, Principal, RequestContext};
 use crate::auth::UNAUTHENTICATED_MESSAGE;
-use crate::call::{self, Reply};
 use crate::auth::limits::Limits;
+use crate::call::{self, Reply};
 use crate::control::ModelToolKind;
 use crate::control::discovery::{self, Detail, DetailRequest, DiscoverRequest, DiscoveryError, ListToolsRequest};
 use crate::invoke::{DeferredKind, DeferredState, ListDeferred, Outcome, Resolution, Router};
@@ -49,7 +49,12 @@ fn admit_request<T>(admission: &Admission, req: &Request<T>) -> Result<RequestCo
 
 /// Admits a call of `req` to the agent and run it names (the run's identity claims merged
 /// with the caller's: those win, see [`Principal::merge_identity`]).
-async fn admit_call<T>(admission: &Admission, req: &Request<T>, agent: Option<pb::AgentRef>, run: Option<pb::RunContext>) -> Result<CallContext, Status> {
+async fn admit_call<T>(
+    admission: &Admission,
+    req: &Request<T>,
+    agent: Option<pb::AgentRef>,
+    run: Option<pb::RunContext>,
+) -> Result<CallContext, Status> {
     let p = principal(req)?;
     let agent = agent.unwrap_or_default();
     if agent.agent_id.is_empty() {
@@ -74,8 +79,7 @@ impl pb::agent_registry_server::AgentRegistry for RegistryService {
         let t = &rq.tenant;
         let r = req.into_inner();
         let size = r.definition.as_ref().map(|d| d.encoded_len()).unwrap_or(0);
-        let def = convert::definition(r.definition.ok_or_else(|| invalid("definition", "a definition is required"))?)
-            .map_err(to_status)?;
+        let def = convert::definition(r.definition.ok_or_else(|| invalid("definition", "a definition is required"))?).map_err(to_status)?;
         let too_big = crate::catalog::validate::check_schema_limits(&def, self.limits.max_schema_bytes, self.limits.max_schema_depth);
         if !too_big.is_empty() {
             return Err(to_status(crate::error::Error::InvalidArgument(too_big)));
@@ -165,7 +169,12 @@ fn group_opt(g: String) -> Option<String> {
 
 impl DiscoveryService {
     /// The catalog the request's run sees, once the request is admitted.
-    async fn catalog<T>(&self, req: &Request<T>, agent: Option<pb::AgentRef>, run: Option<pb::RunContext>) -> Result<Arc<crate::catalog::Catalog>, Status> {
+    async fn catalog<T>(
+        &self,
+        req: &Request<T>,
+        agent: Option<pb::AgentRef>,
+        run: Option<pb::RunContext>,
+    ) -> Result<Arc<crate::catalog::Catalog>, Status> {
         let cx = admit_call(&self.admission, req, agent, run).await?;
         Ok(self.router.resolve(&cx).await.map_err(to_status)?.catalog)
     }

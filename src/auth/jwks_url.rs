@@ -104,7 +104,8 @@ impl JwksUrl {
             }
             text
         };
-        let mut resp = self.client.get(self.url.clone()).header(http::header::ACCEPT, "application/json").send().await.map_err(|e| fail(reason(e)))?;
+        let mut resp =
+            self.client.get(self.url.clone()).header(http::header::ACCEPT, "application/json").send().await.map_err(|e| fail(reason(e)))?;
         if resp.status() != reqwest::StatusCode::OK {
             return Err(fail(format!("HTTP status {}", resp.status().as_u16())));
         }

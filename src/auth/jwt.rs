@@ -97,7 +97,9 @@ struct Remote {
 /// Symmetric (`oct`) keys are refused: a JWKS holds public keys.
 fn algorithms(jwk: &jsonwebtoken::jwk::Jwk) -> Result<Vec<Algorithm>, String> {
     let by_type = match &jwk.algorithm {
-        AlgorithmParameters::RSA(_) => vec![Algorithm::RS256, Algorithm::RS384, Algorithm::RS512, Algorithm::PS256, Algorithm::PS384, Algorithm::PS512],
+        AlgorithmParameters::RSA(_) => {
+            vec![Algorithm::RS256, Algorithm::RS384, Algorithm::RS512, Algorithm::PS256, Algorithm::PS384, Algorithm::PS512]
+        }
         AlgorithmParameters::EllipticCurve(p) => match p.curve {
             EllipticCurve::P256 => vec![Algorithm::ES256],
             EllipticCurve::P384 => vec![Algorithm::ES384],
@@ -260,11 +262,8 @@ impl JwtVerifier {
             .filter(|t| !t.is_empty() && t.len() <= 128)
             .ok_or(Rejection::Invalid)?
             .to_string();
-        let mut identity: BTreeMap<String, String> = claims
-            .iter()
-            .filter(|(k, _)| !REGISTERED.contains(&k.as_str()))
-            .filter_map(|(k, v)| Some((k.clone(), claim_text(v)?)))
-            .collect();
+        let mut identity: BTreeMap<String, String> =
+            claims.iter().filter(|(k, _)| !REGISTERED.contains(&k.as_str())).filter_map(|(k, v)| Some((k.clone(), claim_text(v)?))).collect();
         if let Some(sub) = identity.get("sub").cloned() {
             identity.entry("user_id".to_string()).or_insert(sub);
         }

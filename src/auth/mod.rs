@@ -219,7 +219,8 @@ mod tests {
             identity: [("tenant_id".to_string(), "acme".to_string()), ("user_id".to_string(), "svc".to_string())].into(),
         };
         let mut sent: BTreeMap<String, String> =
-            [("tenant_id".to_string(), "other".to_string()), ("user_id".to_string(), "eve".to_string()), ("team".to_string(), "t1".to_string())].into();
+            [("tenant_id".to_string(), "other".to_string()), ("user_id".to_string(), "eve".to_string()), ("team".to_string(), "t1".to_string())]
+                .into();
         p.merge_identity(&mut sent);
         assert_eq!(sent["tenant_id"], "acme");
         assert_eq!(sent["user_id"], "svc");

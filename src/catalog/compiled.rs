@@ -43,9 +43,7 @@ pub struct PreparedTool {
 impl PreparedTool {
     /// The argument validator, compiled on first use.
     pub fn validator(&self) -> Result<Arc<Validator>, String> {
-        self.validator
-            .get_or_init(|| schema::build(&self.input_schema).map(Arc::new))
-            .clone()
+        self.validator.get_or_init(|| schema::build(&self.input_schema).map(Arc::new)).clone()
     }
 }
 
@@ -130,15 +128,18 @@ impl Catalog {
             let decls = from_listing.map(|v| v.as_slice()).unwrap_or(source.kind.declared_tools());
             for decl in decls {
                 if let SourceKind::Mcp(m) = &source.kind
-                    && !m.allowed_tools.is_empty() && !m.allowed_tools.contains(&decl.name) {
-                        continue;
-                    }
+                    && !m.allowed_tools.is_empty()
+                    && !m.allowed_tools.contains(&decl.name)
+                {
+                    continue;
+                }
                 // Listed tools were not validated at create time: check them here.
                 if from_listing.is_some()
-                    && let Some(p) = tool_name_problem(&decl.name) {
-                        diagnostics.push(format!("source {:?}: tool {:?} skipped: {p}", source.id, decl.name));
-                        continue;
-                    }
+                    && let Some(p) = tool_name_problem(&decl.name)
+                {
+                    diagnostics.push(format!("source {:?}: tool {:?} skipped: {p}", source.id, decl.name));
+                    continue;
+                }
                 let input_schema = match schema::parse(&decl.input_schema) {
                     Ok(s) => s,
                     Err(e) => {
@@ -146,26 +147,15 @@ impl Catalog {
                         continue;
                     }
                 };
-                let output = if decl.output_schema.trim().is_empty() {
-                    None
-                } else {
-                    schema::parse(&decl.output_schema).ok().map(|v| compact(&v))
-                };
+                let output = if decl.output_schema.trim().is_empty() { None } else { schema::parse(&decl.output_schema).ok().map(|v| compact(&v)) };
                 let name = match &group {
                     Some(g) => canonical_name(g, &decl.name),
                     None => decl.name.clone(),
                 };
-                let fresh = if group.is_some() {
-                    seen_grouped.insert(name.clone())
-                } else {
-                    seen_direct.insert(name.clone())
-                };
+                let fresh = if group.is_some() { seen_grouped.insert(name.clone()) } else { seen_direct.insert(name.clone()) };
                 if !fresh {
                     diagnostics.push(match &group {
-                        Some(g) => format!(
-                            "source {:?}: tool {:?} skipped: local name already used in group {g:?}",
-                            source.id, decl.name
-                        ),
+                        Some(g) => format!("source {:?}: tool {:?} skipped: local name already used in group {g:?}", source.id, decl.name),
                         None => format!("source {:?}: tool {:?} skipped: direct name already used", source.id, decl.name),
                     });
                     continue;
@@ -176,10 +166,7 @@ impl Catalog {
                 if from_listing.is_some() {
                     let taken = exposed.contains(&name);
                     if group.is_none() && taken {
-                        diagnostics.push(format!(
-                            "source {:?}: tool {:?} skipped: its name is already exposed to the model",
-                            source.id, decl.name
-                        ));
+                        diagnostics.push(format!("source {:?}: tool {:?} skipped: its name is already exposed to the model", source.id, decl.name));
                         continue;
                     }
                     if group.is_some() && pin && (taken || name.len() > MAX_EXPOSED_NAME) {
@@ -202,8 +189,7 @@ impl Catalog {
                         search_text.push_str(&c.additional_search_text);
                     }
                 }
-                let (mut approval, mut idempotent, mut codeact) =
-                    (decl.requires_approval, decl.idempotent, decl.codeact_callable);
+                let (mut approval, mut idempotent, mut codeact) = (decl.requires_approval, decl.idempotent, decl.codeact_callable);
                 let mut timeout = decl.timeout;
                 match &source.kind {
                     SourceKind::Mcp(m) => {
@@ -270,14 +256,10 @@ impl Catalog {
         }
         let mut grouped_by_name = grouped.clone();
         grouped_by_name.sort_by(|&a, &b| tools[a as usize].name.cmp(&tools[b as usize].name));
-        let mut groups: Vec<GroupInfo> = def
-            .groups
-            .iter()
-            .map(|(name, g)| GroupInfo { name: name.clone(), description: g.description.clone(), tools: Vec::new() })
-            .collect();
+        let mut groups: Vec<GroupInfo> =
+            def.groups.iter().map(|(name, g)| GroupInfo { name: name.clone(), description: g.description.clone(), tools: Vec::new() }).collect();
         groups.sort_by(|a, b| a.name.cmp(&b.name));
-        let group_index: HashMap<String, usize> =
-            groups.iter().enumerate().map(|(i, g)| (g.name.clone(), i)).collect();
+        let group_index: HashMap<String, usize> = groups.iter().enumerate().map(|(i, g)| (g.name.clone(), i)).collect();
         for &t in &grouped_by_name {
             if let Some(g) = &tools[t as usize].group {
                 groups[group_index[g]].tools.push(t);
@@ -356,9 +338,7 @@ impl Catalog {
         let key = query.trim().to_lowercase();
         self.exact_names
             .get(&key)
-            .map(|docs| {
-                docs.iter().copied().filter(|&d| group.is_none_or(|g| self.docs[d as usize].group == g)).collect()
-            })
+            .map(|docs| docs.iter().copied().filter(|&d| group.is_none_or(|g| self.docs[d as usize].group == g)).collect())
             .unwrap_or_default()
     }
 

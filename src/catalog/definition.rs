@@ -234,20 +234,12 @@ impl ControlConfig {
             list_groups: or_default(&n.list_groups, "list_tool_groups"),
             search: or_default(&n.search, "tool_search"),
             max_results: if self.max_results == 0 { DEFAULT_MAX_RESULTS } else { self.max_results },
-            max_search_bytes: if self.max_search_bytes == 0 {
-                DEFAULT_MAX_SEARCH_BYTES
-            } else {
-                self.max_search_bytes
-            },
+            max_search_bytes: if self.max_search_bytes == 0 { DEFAULT_MAX_SEARCH_BYTES } else { self.max_search_bytes },
             instructions: !self.disable_instructions,
             profile: self.profile,
             ranking: self.ranking,
             auto_pin: (!self.auto_pin.disabled).then(|| ResolvedAutoPin {
-                warmup_calls: if self.auto_pin.warmup_calls == 0 {
-                    DEFAULT_WARMUP_CALLS
-                } else {
-                    self.auto_pin.warmup_calls
-                },
+                warmup_calls: if self.auto_pin.warmup_calls == 0 { DEFAULT_WARMUP_CALLS } else { self.auto_pin.warmup_calls },
                 max_hot: if self.auto_pin.max_hot == 0 { DEFAULT_MAX_HOT } else { self.auto_pin.max_hot },
                 half_life: self.auto_pin.half_life.unwrap_or(DEFAULT_HALF_LIFE),
             }),
@@ -259,13 +251,7 @@ impl ResolvedControl {
     /// The control tool names exposed for the profile, in model-tool order.
     pub fn exposed_names(&self) -> Vec<&str> {
         match self.profile {
-            Profile::Grouped => vec![
-                &self.discover,
-                &self.describe,
-                &self.call,
-                &self.list_groups,
-                &self.list_tools,
-            ],
+            Profile::Grouped => vec![&self.discover, &self.describe, &self.call, &self.list_groups, &self.list_tools],
             Profile::Flat => vec![&self.search, &self.call],
         }
     }

@@ -3,11 +3,8 @@
 use jsonschema::{PatternOptions, Validator};
 use serde_json::Value;
 
-const KNOWN_DRAFTS: &[&str] = &[
-    "https://json-schema.org/draft/2020-12/schema",
-    "https://json-schema.org/draft/2019-09/schema",
-    "http://json-schema.org/draft-07/schema",
-];
+const KNOWN_DRAFTS: &[&str] =
+    &["https://json-schema.org/draft/2020-12/schema", "https://json-schema.org/draft/2019-09/schema", "http://json-schema.org/draft-07/schema"];
 
 /// Parses schema text; empty text means "any object".
 pub fn parse(text: &str) -> Result<Value, String> {
@@ -28,14 +25,10 @@ pub fn check(schema: &Value) -> Result<(), String> {
         let uri = declared.as_str().ok_or("\"$schema\" must be a string")?;
         let uri = uri.trim_end_matches('#');
         if !KNOWN_DRAFTS.contains(&uri) {
-            return Err(format!(
-                "unsupported \"$schema\" {uri:?}: use draft 2020-12, 2019-09 or 7"
-            ));
+            return Err(format!("unsupported \"$schema\" {uri:?}: use draft 2020-12, 2019-09 or 7"));
         }
     }
-    jsonschema::meta::validate(schema).map_err(|e| {
-        format!("not a valid JSON Schema at {}: {}", e.instance_path(), e.masked())
-    })?;
+    jsonschema::meta::validate(schema).map_err(|e| format!("not a valid JSON Schema at {}: {}", e.instance_path(), e.masked()))?;
     build(schema).map(|_| ())
 }
 

@@ -67,15 +67,12 @@ fn check_sources<'a>(def: &'a AgentDefinition, v: &mut Violations) -> HashMap<&'
                     }
                     match &b.value {
                         HeaderValue::From(from) => {
-                            let ok = from == "context.run_id"
-                                || from.strip_prefix("identity.").is_some_and(|c| !c.is_empty());
+                            let ok = from == "context.run_id" || from.strip_prefix("identity.").is_some_and(|c| !c.is_empty());
                             if !ok {
                                 v.add(format!("{hp}.from"), "use \"context.run_id\" or \"identity.<claim>\"");
                             }
                         }
-                        HeaderValue::Secret(s) if s.is_empty() => {
-                            v.add(format!("{hp}.secret"), "name the operator secret to use")
-                        }
+                        HeaderValue::Secret(s) if s.is_empty() => v.add(format!("{hp}.secret"), "name the operator secret to use"),
                         HeaderValue::Secret(_) => {}
                     }
                 }
@@ -91,8 +88,7 @@ fn check_sources<'a>(def: &'a AgentDefinition, v: &mut Violations) -> HashMap<&'
                 v.add(format!("{tp}.name"), format!("duplicate tool name {:?} in this source", tool.name));
             }
         }
-        let listed_later = matches!(&source.kind, SourceKind::Mcp(_))
-            || matches!(&source.kind, SourceKind::Function(f) if f.tools.is_empty());
+        let listed_later = matches!(&source.kind, SourceKind::Mcp(_)) || matches!(&source.kind, SourceKind::Function(f) if f.tools.is_empty());
         for (key, cfg) in &source.tool_configs {
             let cp = format!("{path}.tool_configs[{key:?}]");
             if key != "*" && !listed_later && !names.contains(key.as_str()) {
@@ -132,17 +128,14 @@ fn check_tool(tool: &ToolDeclaration, path: &str, v: &mut Violations) {
         Err(e) => v.add(format!("{path}.input_schema_json"), e),
     }
     if !tool.output_schema.trim().is_empty()
-        && let Err(e) = schema::parse(&tool.output_schema).and_then(|s| schema::check(&s)) {
-            v.add(format!("{path}.output_schema_json"), e);
-        }
+        && let Err(e) = schema::parse(&tool.output_schema).and_then(|s| schema::check(&s))
+    {
+        v.add(format!("{path}.output_schema_json"), e);
+    }
 }
 
 /// Returns source index → group name.
-fn check_groups(
-    def: &AgentDefinition,
-    source_index: &HashMap<&str, usize>,
-    v: &mut Violations,
-) -> BTreeMap<usize, String> {
+fn check_groups(def: &AgentDefinition, source_index: &HashMap<&str, usize>, v: &mut Violations) -> BTreeMap<usize, String> {
     let mut group_of = BTreeMap::new();
     for (name, group) in &def.groups {
         let gp = format!("definition.groups[{name:?}]");
@@ -163,7 +156,9 @@ fn check_groups(
                 None => v.add(sp, format!("unknown source id {id:?}")),
                 Some(&i) => {
                     if let Some(other) = group_of.insert(i, name.clone()) {
-                        let what = if &other == name { "listed twice in this group".to_string() } else {
+                        let what = if &other == name {
+                            "listed twice in this group".to_string()
+                        } else {
                             format!("already in group {other:?}: a source belongs to at most one group")
                         };
                         v.add(sp, format!("source {id:?} {what}"));

@@ -119,10 +119,9 @@ impl DiscoveryError {
     pub fn model_message(&self, catalog: &Catalog) -> String {
         let c = &catalog.control;
         match self {
-            DiscoveryError::UnknownGroup(g) => format!(
-                "There is no tool group {g:?}. Call {} to see the available groups, then retry with one of them.",
-                c.list_groups
-            ),
+            DiscoveryError::UnknownGroup(g) => {
+                format!("There is no tool group {g:?}. Call {} to see the available groups, then retry with one of them.", c.list_groups)
+            }
             DiscoveryError::UnknownTool { group, tool } => format!(
                 "There is no tool {tool:?} in group {group:?}. Call {} with a short keyword query (and group={group:?}) to find the right tool, or refresh discovery if it was removed.",
                 c.discover
@@ -189,12 +188,9 @@ pub fn entry_json(catalog: &Catalog, i: u32, detail: Detail) -> String {
     let t = catalog.tool(i);
     let group = t.group.as_deref().unwrap_or("");
     let result = match detail {
-        Detail::Summary => serde_json::to_string(&SummaryEntry {
-            group,
-            tool: &t.local,
-            name: &t.name,
-            description: &summary_description(&t.description),
-        }),
+        Detail::Summary => {
+            serde_json::to_string(&SummaryEntry { group, tool: &t.local, name: &t.name, description: &summary_description(&t.description) })
+        }
         Detail::Full => serde_json::to_string(&FullEntry {
             group,
             tool: &t.local,
@@ -213,10 +209,9 @@ pub fn entry_json(catalog: &Catalog, i: u32, detail: Detail) -> String {
 fn resolve_limit(limit: Option<u32>, default: u32, max: u32) -> Result<u32, DiscoveryError> {
     match limit {
         None => Ok(default.min(max)),
-        Some(0) => Err(DiscoveryError::BadArgument {
-            field: "limit",
-            message: format!("limit must be at least 1 (at most {max}); omit it for the default"),
-        }),
+        Some(0) => {
+            Err(DiscoveryError::BadArgument { field: "limit", message: format!("limit must be at least 1 (at most {max}); omit it for the default") })
+        }
         Some(n) => Ok(n.min(max)),
     }
 }
@@ -310,25 +305,13 @@ pub fn list_tools(catalog: &Catalog, req: &ListToolsRequest) -> Result<ToolPage,
 fn tool_page(catalog: &Catalog, ranked: &[u32], total: usize, offset: u32, detail: Detail) -> Result<ToolPage, DiscoveryError> {
     let budget = catalog.control.max_search_bytes as usize;
     let entries: Vec<String> = ranked.iter().map(|&i| entry_json(catalog, i, detail)).collect();
-    let n = fit(&entries, budget, |count| {
-        tools_envelope(detail, total, next_offset(offset, count, total))
-    });
+    let n = fit(&entries, budget, |count| tools_envelope(detail, total, next_offset(offset, count, total)));
     if n == 0 && !entries.is_empty() {
-        return Err(DiscoveryError::TooLarge {
-            name: catalog.tool(ranked[0]).name.clone(),
-            size: entries[0].len(),
-            budget,
-        });
+        return Err(DiscoveryError::TooLarge { name: catalog.tool(ranked[0]).name.clone(), size: entries[0].len(), budget });
     }
     let next = next_offset(offset, n, total);
     let (head, tail) = tools_envelope(detail, total, next);
-    Ok(ToolPage {
-        detail,
-        tools: ranked[..n].to_vec(),
-        total: total as u32,
-        next_offset: next,
-        json: join(&head, &entries[..n], &tail),
-    })
+    Ok(ToolPage { detail, tools: ranked[..n].to_vec(), total: total as u32, next_offset: next, json: join(&head, &entries[..n], &tail) })
 }
 
 fn next_offset(offset: u32, count: usize, total: usize) -> Option<u32> {
@@ -337,10 +320,7 @@ fn next_offset(offset: u32, count: usize, total: usize) -> Option<u32> {
 }
 
 fn tools_envelope(detail: Detail, total: usize, next: Option<u32>) -> (String, String) {
-    (
-        format!("{{\"detail\":\"{}\",\"tools\":[", detail.as_str()),
-        format!("],\"total\":{total},\"next_offset\":{}}}", opt_json(next)),
-    )
+    (format!("{{\"detail\":\"{}\",\"tools\":[", detail.as_str()), format!("],\"total\":{total},\"next_offset\":{}}}", opt_json(next)))
 }
 
 fn opt_json(v: Option<u32>) -> String {
@@ -378,9 +358,7 @@ pub fn describe(catalog: &Catalog, group: &str, tool: &str) -> Result<Described,
     if catalog.group(group).is_none() {
         return Err(DiscoveryError::UnknownGroup(group.to_string()));
     }
-    let i = catalog
-        .grouped_tool(group, tool)
-        .ok_or_else(|| DiscoveryError::UnknownTool { group: group.into(), tool: tool.into() })?;
+    let i = catalog.grouped_tool(group, tool).ok_or_else(|| DiscoveryError::UnknownTool { group: group.into(), tool: tool.into() })?;
     let entry = entry_json(catalog, i, Detail::Full);
     let json = format!("{{\"tool\":{entry}}}");
     let budget = catalog.control.max_search_bytes as usize;
@@ -408,8 +386,7 @@ pub fn list_groups(catalog: &Catalog, limit: Option<u32>, offset: u32) -> Result
     let entries: Vec<String> = catalog.groups[start..end]
         .iter()
         .map(|g| {
-            serde_json::to_string(&GroupEntry { group: &g.name, description: &g.description, tool_count: g.tools.len() })
-                .expect("entries serialize")
+            serde_json::to_string(&GroupEntry { group: &g.name, description: &g.description, tool_count: g.tools.len() }).expect("entries serialize")
         })
         .collect();
     let envelope = |count: usize| {

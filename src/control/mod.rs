@@ -62,11 +62,7 @@ pub fn model_tools(catalog: &Catalog, hot: &[u32]) -> (Vec<ModelTool>, String) {
     };
     out.extend(catalog.direct.iter().map(|&i| entry(i, ModelToolKind::Direct)));
     out.extend(catalog.pinned.iter().map(|&i| entry(i, ModelToolKind::Pinned)));
-    out.extend(
-        hot.iter()
-            .filter(|i| !catalog.pinned.contains(i))
-            .map(|&i| entry(i, ModelToolKind::Hot)),
-    );
+    out.extend(hot.iter().filter(|i| !catalog.pinned.contains(i)).map(|&i| entry(i, ModelToolKind::Hot)));
     let mut instructions = catalog.instructions.clone();
     if controls && catalog.control.instructions {
         if !instructions.is_empty() {
@@ -169,10 +165,7 @@ pub fn parse_control_call(catalog: &Catalog, tool_name: &str, arguments: &Value)
             };
             let target = if grouped {
                 a.only(&["group", "tool", "arguments"])?;
-                CallRef::Grouped {
-                    group: a.string("group", true)?.unwrap_or_default(),
-                    tool: a.string("tool", true)?.unwrap_or_default(),
-                }
+                CallRef::Grouped { group: a.string("group", true)?.unwrap_or_default(), tool: a.string("tool", true)?.unwrap_or_default() }
             } else {
                 a.only(&["name", "arguments"])?;
                 CallRef::Canonical(a.string("name", true)?.unwrap_or_default())
@@ -181,10 +174,7 @@ pub fn parse_control_call(catalog: &Catalog, tool_name: &str, arguments: &Value)
         }
         if !grouped {
             a.only(&["query", "limit"])?;
-            return Ok(ControlCall::Search {
-                query: a.string("query", true)?.unwrap_or_default(),
-                limit: a.uint("limit")?,
-            });
+            return Ok(ControlCall::Search { query: a.string("query", true)?.unwrap_or_default(), limit: a.uint("limit")? });
         }
         if tool_name == c.discover {
             a.only(&["query", "group", "detail", "limit", "offset"])?;
@@ -197,10 +187,7 @@ pub fn parse_control_call(catalog: &Catalog, tool_name: &str, arguments: &Value)
             }))
         } else if tool_name == c.describe {
             a.only(&["group", "tool"])?;
-            Ok(ControlCall::Describe {
-                group: a.string("group", true)?.unwrap_or_default(),
-                tool: a.string("tool", true)?.unwrap_or_default(),
-            })
+            Ok(ControlCall::Describe { group: a.string("group", true)?.unwrap_or_default(), tool: a.string("tool", true)?.unwrap_or_default() })
         } else if tool_name == c.list_groups {
             a.only(&["limit", "offset"])?;
             Ok(ControlCall::ListGroups { limit: a.uint("limit")?, offset: a.uint("offset")?.unwrap_or(0) })

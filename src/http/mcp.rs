@@ -5,22 +5,22 @@
 
 use std::sync::Arc;
 
+use axum::response::IntoResponse;
+use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, Implementation, InitializeRequestParams,
-    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, Implementation, InitializeRequestParams, InitializeResult,
+    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::ServerHandler;
-use axum::response::IntoResponse;
 use serde_json::{Value, json};
 
 use crate::admission::{Addressed, Admission, CallContext, Principal};
+use crate::auth::limits::Limits;
 use crate::auth::limits::RateLimiter;
 use crate::auth::{Authenticator, UNAUTHENTICATED_MESSAGE};
 use crate::call::{RunContext, ToolCall};
-use crate::auth::limits::Limits;
 use crate::error::{Error, ErrorCode};
 use crate::invoke::{DeferredKind, Outcome, Router};
 
@@ -56,10 +56,8 @@ pub fn routes(router: Arc<Router>, config: &McpEndpointConfig, cancel: tokio_uti
         StreamableHttpServerConfig::default().with_allowed_hosts(hosts).with_cancellation_token(cancel),
     );
     let ends = router_for_end.clone();
-    axum::Router::new()
-        .route_service("/mcp/agents/{agent}", service.clone())
-        .route_service("/mcp/agents/{agent}/versions/{version}", service)
-        .layer(axum::middleware::from_fn(move |mut req: axum::extract::Request, next: axum::middleware::Next| {
+    axum::Router::new().route_service("/mcp/agents/{agent}", service.clone()).route_service("/mcp/agents/{agent}/versions/{version}", service).layer(
+        axum::middleware::from_fn(move |mut req: axum::extract::Request, next: axum::middleware::Next| {
             let (router, guard) = (ends.clone(), guard.clone());
             async move {
                 // Waits for a JWKS fetch on an unknown `kid`, as gRPC calls do.
@@ -92,7 +90,8 @@ pub fn routes(router: Arc<Router>, config: &McpEndpointConfig, cancel: tokio_uti
                 }
                 response
             }
-        }))
+        }),
+    )
 }
 
 /// The HTTP status of an error code.
@@ -120,14 +119,18 @@ struct AgentMcp {
 /// Admits an MCP request as a call: the agent and version of its path, the run of its
 /// session, the identity of its credential.
 async fn admit(admission: &Admission, cx: &RequestContext<RoleServer>) -> Result<CallContext, ErrorData> {
-    let parts = cx
-        .extensions
-        .get::<http::request::Parts>()
-        .ok_or_else(|| ErrorData::internal_error("the MCP endpoint is served over HTTP only", None))?;
+    let parts =
+        cx.extensions.get::<http::request::Parts>().ok_or_else(|| ErrorData::internal_error("the MCP endpoint is served over HTTP only", None))?;
     let path = parts.uri.path();
     let rest = path.strip_prefix("/mcp/agents/").unwrap_or_default();
     let (agent_id, version) = match rest.split_once("/versions/") {
-        Some((a, v)) => (a, v.parse::<u32>().ok().filter(|v| *v > 0).ok_or_else(|| ErrorData::invalid_params(format!("{v:?} is not a version number (1, 2, …)"), None))?),
+        Some((a, v)) => (
+            a,
+            v.parse::<u32>()
+                .ok()
+                .filter(|v| *v > 0)
+                .ok_or_else(|| ErrorData::invalid_params(format!("{v:?} is not a version number (1, 2, …)"), None))?,
+        ),
         None => (rest.trim_end_matches('/'), 0),
     };
     let run_id = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
@@ -188,7 +191,8 @@ impl ServerHandler for AgentMcp {
         }
         let cx = admit(&self.guard.admission, &cx).await?;
         // MCP has no tool call ids: each tools/call is a call of its own.
-        let call = ToolCall { tool_call_id: format!("mcp-{:032x}", rand::random::<u128>()), tool_name: request.name.to_string(), arguments_json: arguments };
+        let call =
+            ToolCall { tool_call_id: format!("mcp-{:032x}", rand::random::<u128>()), tool_name: request.name.to_string(), arguments_json: arguments };
         let outcome = self.router.handle(&cx, &call).await.map_err(mcp_error)?;
         Ok(CallToolResponse::from(call_result(outcome)))
     }
@@ -207,7 +211,10 @@ fn call_result(outcome: Outcome) -> CallToolResult {
             let (status, message) = match d.kind {
                 DeferredKind::Approval => (
                     "approval_pending",
-                    format!("The call to {} awaits approval by a person (deferred id {}). It has not run yet; its result comes once it is approved or denied.", d.target.name, d.deferred_id),
+                    format!(
+                        "The call to {} awaits approval by a person (deferred id {}). It has not run yet; its result comes once it is approved or denied.",
+                        d.target.name, d.deferred_id
+                    ),
                 ),
                 DeferredKind::ClientExecution => (
                     "client_execution_pending",

@@ -23,11 +23,7 @@ pub struct HttpState {
 }
 
 pub fn router(state: HttpState) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(ready))
-        .route("/metrics", get(metrics))
-        .with_state(state)
+    Router::new().route("/healthz", get(|| async { "ok" })).route("/readyz", get(ready)).route("/metrics", get(metrics)).with_state(state)
 }
 
 /// Ready while the store answers, and not once shutdown has begun.

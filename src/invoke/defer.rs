@@ -153,7 +153,14 @@ impl Router {
     /// Approving an approval-gated client tool hands it to the client: the record becomes a
     /// pending CLIENT_EXECUTION record (same id), finished by the client's result. The
     /// client validates its arguments, so replacement arguments need only be a JSON object.
-    async fn approve_client_tool(&self, tenant: &str, id: &str, mut record: DeferredRecord, replacement: Option<&str>, resolution: &str) -> Result<Reply> {
+    async fn approve_client_tool(
+        &self,
+        tenant: &str,
+        id: &str,
+        mut record: DeferredRecord,
+        replacement: Option<&str>,
+        resolution: &str,
+    ) -> Result<Reply> {
         if let Some(a) = replacement {
             let value: Value = serde_json::from_str(a).map_err(|e| Error::invalid("approve.arguments_json", format!("not valid JSON: {e}")))?;
             if !value.is_object() {
@@ -175,7 +182,15 @@ impl Router {
     }
 
     /// Runs an accepted resolution and stores its result; the first stored result wins.
-    async fn complete_resolution(&self, tenant: &str, id: &str, resolution: Resolution, record: DeferredRecord, target: ApprovedTarget, arguments: String) -> Result<Reply> {
+    async fn complete_resolution(
+        &self,
+        tenant: &str,
+        id: &str,
+        resolution: Resolution,
+        record: DeferredRecord,
+        target: ApprovedTarget,
+        arguments: String,
+    ) -> Result<Reply> {
         let name = &record.call.target.name;
         let reply = match (&resolution, target) {
             (Resolution::Approve { .. }, Some((catalog, Some(i)))) => {
@@ -257,7 +272,8 @@ impl Router {
         let rows = self.registry.store().list_deferred(tenant, &q.agent_id, run, state, (after_time, &after_id), size + 1).await?;
         let more = rows.len() > size as usize;
         let rows = &rows[..rows.len().min(size as usize)];
-        let next = if more { rows.last().map(|r| encode_token(&format!("{} {}", r.create_time, r.deferred_id))).unwrap_or_default() } else { String::new() };
+        let next =
+            if more { rows.last().map(|r| encode_token(&format!("{} {}", r.create_time, r.deferred_id))).unwrap_or_default() } else { String::new() };
         let records = rows
             .iter()
             .map(|row| {

@@ -33,11 +33,20 @@ impl Router {
             SourceKind::Mcp(_) => "extension",
             SourceKind::Function(_) | SourceKind::Client(_) => "function",
         };
-        let span = crate::telemetry::execute_tool_span(&tool.name, tool_type, &source.id, inv.tool_call_id, inv.arguments_json, crate::telemetry::trace_arguments());
+        let span = crate::telemetry::execute_tool_span(
+            &tool.name,
+            tool_type,
+            &source.id,
+            inv.tool_call_id,
+            inv.arguments_json,
+            crate::telemetry::trace_arguments(),
+        );
         let reply = self.execute_on_source(inv).instrument(span.clone()).await;
         match &reply {
             // The tool ran and failed: its own error, not one toolrouter found.
-            Reply::Fault(ModelFault::ExecutorStatus { .. } | ModelFault::ToolError { .. }) => crate::telemetry::record_tool_error(&span, "tool_error"),
+            Reply::Fault(ModelFault::ExecutorStatus { .. } | ModelFault::ToolError { .. }) => {
+                crate::telemetry::record_tool_error(&span, "tool_error")
+            }
             Reply::Fault(f) => crate::telemetry::record_tool_error(&span, f.code()),
             Reply::Result(r) if r.is_error => crate::telemetry::record_tool_error(&span, "tool_error"),
             Reply::Result(_) => self.count_use(inv),

@@ -59,10 +59,8 @@ pub fn target(catalog: &Catalog, call: &ToolCall, arguments: &Arguments) -> Rout
         let found = match &target {
             CallRef::Grouped { group, tool } => {
                 if catalog.group(group).is_none() {
-                    let message = format!(
-                        "There is no tool group {group:?}. Call {} to see the groups, then {} to find the tool.",
-                        c.list_groups, c.discover
-                    );
+                    let message =
+                        format!("There is no tool group {group:?}. Call {} to see the groups, then {} to find the tool.", c.list_groups, c.discover);
                     return Route::Fault(ModelFault::UnknownGroup { message });
                 }
                 catalog.grouped_tool(group, tool).ok_or_else(|| {

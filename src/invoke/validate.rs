@@ -11,9 +11,7 @@ const MAX_ERRORS: usize = 5;
 /// Checks `arguments` against the tool's schema; on failure, the fault naming each failing
 /// JSON pointer and what the schema expected.
 pub fn check_arguments(tool: &PreparedTool, arguments: &Value) -> Result<(), ModelFault> {
-    let validator = tool
-        .validator()
-        .map_err(|e| ModelFault::Unavailable { tool: tool.name.clone(), reason: Unavailable::BrokenSchema(e) })?;
+    let validator = tool.validator().map_err(|e| ModelFault::Unavailable { tool: tool.name.clone(), reason: Unavailable::BrokenSchema(e) })?;
     let errors: Vec<ArgumentError> = validator
         .iter_errors(arguments)
         .take(MAX_ERRORS)

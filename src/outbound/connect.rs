@@ -56,10 +56,8 @@ pub async fn resolve(policy: &Policy, host: &Host, port: u16) -> Result<Vec<Sock
         Host::Ip(ip) => return Ok(vec![SocketAddr::new(*ip, port)]),
         Host::Name(name) => name,
     };
-    let found: Vec<SocketAddr> = tokio::net::lookup_host((name.as_str(), port))
-        .await
-        .map_err(|source| ConnectError::Lookup { host: name.clone(), source })?
-        .collect();
+    let found: Vec<SocketAddr> =
+        tokio::net::lookup_host((name.as_str(), port)).await.map_err(|source| ConnectError::Lookup { host: name.clone(), source })?.collect();
     let label = if port == 0 { name.clone() } else { format!("{name}:{port}") };
     let mut first_refusal = None;
     let mut allowed = Vec::with_capacity(found.len());
@@ -74,10 +72,7 @@ pub async fn resolve(policy: &Policy, host: &Host, port: u16) -> Result<Vec<Sock
     match (allowed.is_empty(), first_refusal) {
         (false, _) => Ok(allowed),
         (true, Some(r)) => Err(r.into()),
-        (true, None) => Err(ConnectError::Lookup {
-            host: name.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::NotFound, "no addresses"),
-        }),
+        (true, None) => Err(ConnectError::Lookup { host: name.clone(), source: std::io::Error::new(std::io::ErrorKind::NotFound, "no addresses") }),
     }
 }
 

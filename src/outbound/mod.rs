@@ -217,12 +217,9 @@ fn is_dns_name(name: &str) -> bool {
     if name.is_empty() || name.len() > 253 {
         return false;
     }
-    let labels_ok = name
-        .split('.')
-        .all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+    let labels_ok = name.split('.').all(|l| !l.is_empty() && l.len() <= 63 && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
     let last = name.rsplit('.').next().unwrap_or_default();
-    let numeric = last.bytes().all(|b| b.is_ascii_digit())
-        || last.strip_prefix("0x").is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+    let numeric = last.bytes().all(|b| b.is_ascii_digit()) || last.strip_prefix("0x").is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
     labels_ok && !numeric
 }
 
@@ -305,7 +302,9 @@ pub enum Rule {
     Unspecified(IpAddr),
     #[error("{0} is a broadcast or multicast address (always refused)")]
     Multicast(IpAddr),
-    #[error("it is not in the outbound allowlist; the operator allows targets with --outbound-allow (TOOLROUTER_OUTBOUND_ALLOW), and without it only loopback")]
+    #[error(
+        "it is not in the outbound allowlist; the operator allows targets with --outbound-allow (TOOLROUTER_OUTBOUND_ALLOW), and without it only loopback"
+    )]
     NotAllowed,
     #[error("it resolves to the loopback address {0}, which only an address pattern allows (--outbound-allow 127.0.0.0/8 or ::1)")]
     LoopbackAddress(IpAddr),
@@ -348,10 +347,8 @@ impl Policy {
         } else {
             patterns.iter().map(|s| s.as_ref().trim().to_string()).collect()
         };
-        let patterns = texts
-            .iter()
-            .map(|t| t.parse::<Pattern>().map_err(|problem| PatternError { pattern: t.clone(), problem }))
-            .collect::<Result<_, _>>()?;
+        let patterns =
+            texts.iter().map(|t| t.parse::<Pattern>().map_err(|problem| PatternError { pattern: t.clone(), problem })).collect::<Result<_, _>>()?;
         Ok(Self { patterns, texts })
     }
 
@@ -599,12 +596,43 @@ mod tests {
 
     #[test]
     fn invalid_patterns_are_refused_with_the_reason() {
-        for bad in ["", "ftp://x", "http://", "*.", "a*.example.com", "foo.*", "10.0.0.0/33", "host:0", "host:99999", "host:x", "[::1", "[::1]x", "http://a/b", "user@host", "host?x", "2130706433"] {
+        for bad in [
+            "",
+            "ftp://x",
+            "http://",
+            "*.",
+            "a*.example.com",
+            "foo.*",
+            "10.0.0.0/33",
+            "host:0",
+            "host:99999",
+            "host:x",
+            "[::1",
+            "[::1]x",
+            "http://a/b",
+            "user@host",
+            "host?x",
+            "2130706433",
+        ] {
             let err = Policy::new(&[bad]).expect_err(bad);
             assert_eq!(err.pattern, bad.trim());
             assert!(err.to_string().contains("--outbound-allow"), "{err}");
         }
-        for good in ["*", "*:443", "https://*", "localhost", "::1", "[::1]:7000", "10.0.0.0/8", "fd00::/8", "[fd00::/8]:7000", "10.0.0.0/8:7000", "HTTPS://API.Example.COM.", "*.svc.cluster.local", "http://crm_exec:7000"] {
+        for good in [
+            "*",
+            "*:443",
+            "https://*",
+            "localhost",
+            "::1",
+            "[::1]:7000",
+            "10.0.0.0/8",
+            "fd00::/8",
+            "[fd00::/8]:7000",
+            "10.0.0.0/8:7000",
+            "HTTPS://API.Example.COM.",
+            "*.svc.cluster.local",
+            "http://crm_exec:7000",
+        ] {
             Policy::new(&[good]).unwrap_or_else(|e| panic!("{good}: {e}"));
         }
     }

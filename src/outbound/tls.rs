@@ -68,7 +68,9 @@ impl UpstreamTls {
                 // No usable system roots and no bundle: https upstreams fail their handshake
                 // with a message that says what to do; http ones are unaffected.
                 Err(_) if extra.is_empty() => {
-                    tracing::warn!("no trusted CA certificates found on this system: https:// upstreams will fail until --upstream-ca names a bundle");
+                    tracing::warn!(
+                        "no trusted CA certificates found on this system: https:// upstreams will fail until --upstream-ca names a bundle"
+                    );
                     Arc::new(NoRoots(provider.clone()))
                 }
                 Err(source) => return Err(TlsError::Ca { path: cfg.ca_file.clone().unwrap_or_default(), source }),
@@ -98,9 +100,7 @@ impl UpstreamTls {
             .dangerous()
             .with_custom_certificate_verifier(self.verifier.clone());
         let mut config = match &self.identity {
-            Some(i) => builder
-                .with_client_auth_cert(i.chain.clone(), i.key.clone_key())
-                .expect("the identity was checked when it was loaded"),
+            Some(i) => builder.with_client_auth_cert(i.chain.clone(), i.key.clone_key()).expect("the identity was checked when it was loaded"),
             None => builder.with_no_client_auth(),
         };
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
@@ -114,9 +114,11 @@ fn read(path: &Path, what: &'static str) -> Result<Vec<u8>, TlsError> {
 
 fn certificates(path: &Path, what: &'static str) -> Result<Vec<CertificateDer<'static>>, TlsError> {
     let pem = read(path, what)?;
-    let certs = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsError::Pem { what, path: path.to_path_buf(), detail: e.to_string() })?;
+    let certs = CertificateDer::pem_slice_iter(&pem).collect::<Result<Vec<_>, _>>().map_err(|e| TlsError::Pem {
+        what,
+        path: path.to_path_buf(),
+        detail: e.to_string(),
+    })?;
     if certs.is_empty() {
         return Err(TlsError::Empty { what, path: path.to_path_buf(), expected: "CERTIFICATE" });
     }
@@ -159,11 +161,21 @@ impl ServerCertVerifier for NoRoots {
         Err(rustls::Error::General("no trusted CA certificates: give toolrouter --upstream-ca".into()))
     }
 
-    fn verify_tls12_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
     }
 
-    fn verify_tls13_signature(&self, message: &[u8], cert: &CertificateDer<'_>, dss: &DigitallySignedStruct) -> Result<HandshakeSignatureValid, rustls::Error> {
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
         rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
     }
 

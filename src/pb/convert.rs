@@ -3,10 +3,10 @@
 
 use std::time::Duration;
 
-use crate::pb;
 use crate::call::{Caller, RunContext};
 use crate::catalog::ToolDeclaration;
 use crate::error::{Error, FieldViolation};
+use crate::pb;
 
 type Violations = Vec<FieldViolation>;
 
@@ -73,12 +73,7 @@ pub fn run_context(r: Option<pb::RunContext>) -> Result<RunContext, Error> {
         Ok(pb::Caller::Code) => Caller::Code,
         Err(_) => return Err(Error::invalid("run.caller", "unknown caller")),
     };
-    Ok(RunContext {
-        run_id: r.run_id,
-        identity: r.identity.into_iter().collect(),
-        attributes: r.attributes.into_iter().collect(),
-        caller,
-    })
+    Ok(RunContext { run_id: r.run_id, identity: r.identity.into_iter().collect(), attributes: r.attributes.into_iter().collect(), caller })
 }
 
 pub fn pb_run_context(r: &RunContext) -> pb::RunContext {

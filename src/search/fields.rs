@@ -100,10 +100,7 @@ mod tests {
             }
         }));
         assert_eq!(names, ["customer_id"]);
-        assert_eq!(
-            sorted(descriptions),
-            ["Lookup input.", "Numeric customer ID."]
-        );
+        assert_eq!(sorted(descriptions), ["Lookup input.", "Numeric customer ID."]);
     }
 
     #[test]
@@ -132,9 +129,8 @@ mod tests {
         assert_eq!(
             sorted(names),
             [
-                "a1", "address", "ap", "both", "choice", "cond", "ds", "e1", "email", "first",
-                "i1", "left", "lines", "map", "n1", "neg", "o1", "pair", "phone", "pp", "sku",
-                "street", "t1", "tuple"
+                "a1", "address", "ap", "both", "choice", "cond", "ds", "e1", "email", "first", "i1", "left", "lines", "map", "n1", "neg", "o1",
+                "pair", "phone", "pp", "sku", "street", "t1", "tuple"
             ]
         );
         assert_eq!(sorted(descriptions), ["d1", "d2"]);

@@ -96,13 +96,8 @@ impl Postings {
             offsets.push(offsets[offsets.len() - 1] + *count);
         }
         let mut next = offsets.clone();
-        let mut postings = Postings {
-            docs: vec![0; offsets[offsets.len() - 1]],
-            offsets,
-            bitmap_of,
-            bitmaps: vec![0; bitmaps as usize * words],
-            words,
-        };
+        let mut postings =
+            Postings { docs: vec![0; offsets[offsets.len() - 1]], offsets, bitmap_of, bitmaps: vec![0; bitmaps as usize * words], words };
         for &(term, field, doc) in entries {
             let s = slot(term, field);
             match postings.bitmap_of[s] {
@@ -250,10 +245,7 @@ impl Runs {
 /// The two-char windows of `s`.
 fn bigrams(s: &str) -> impl Iterator<Item = &str> {
     let chars = s.char_indices();
-    chars
-        .clone()
-        .zip(chars.skip(1))
-        .map(|((start, _), (at, c))| &s[start..at + c.len_utf8()])
+    chars.clone().zip(chars.skip(1)).map(|((start, _), (at, c))| &s[start..at + c.len_utf8()])
 }
 
 impl KeywordIndex {
@@ -262,10 +254,7 @@ impl KeywordIndex {
     /// # Panics
     /// If `docs` holds 2^32 − 1 documents or more (hit ids are `u32`).
     pub fn build(docs: &[SearchDoc]) -> KeywordIndex {
-        let count = u32::try_from(docs.len())
-            .ok()
-            .filter(|&n| n < u32::MAX)
-            .expect("fewer than 2^32 - 1 documents");
+        let count = u32::try_from(docs.len()).ok().filter(|&n| n < u32::MAX).expect("fewer than 2^32 - 1 documents");
         // Tokens and runs share term ids: most runs are also a token.
         let mut terms = HashMap::new();
         let mut char_ids = HashMap::new();
@@ -297,10 +286,7 @@ impl KeywordIndex {
                         }
                         if run_chars[term as usize].is_empty() {
                             runs.push(term, text, &mut bigram_entries);
-                            let mut ids: Vec<u32> = text
-                                .char_indices()
-                                .map(|(at, c)| intern(&mut char_ids, &text[at..at + c.len_utf8()]))
-                                .collect();
+                            let mut ids: Vec<u32> = text.char_indices().map(|(at, c)| intern(&mut char_ids, &text[at..at + c.len_utf8()])).collect();
                             ids.sort_unstable();
                             ids.dedup();
                             run_chars[term as usize] = ids;
@@ -336,8 +322,7 @@ impl KeywordIndex {
         }
 
         runs.index_bigrams(&bigram_entries);
-        let postings =
-            |uses: Occurrences, ids: usize| Postings::from_entries(ids, docs.len(), &uses.entries);
+        let postings = |uses: Occurrences, ids: usize| Postings::from_entries(ids, docs.len(), &uses.entries);
         KeywordIndex {
             word_postings: postings(words, terms.len()),
             run_postings: postings(run_uses, terms.len()),
@@ -401,10 +386,7 @@ impl KeywordIndex {
                     }
                 });
                 // Ascending `Reverse` order is descending key order: best first.
-                let top = best
-                    .into_sorted_vec()
-                    .into_iter()
-                    .map(|Reverse(key)| self.hit(key));
+                let top = best.into_sorted_vec().into_iter().map(|Reverse(key)| self.hit(key));
                 (top.collect(), total)
             }
         }
@@ -430,10 +412,7 @@ impl KeywordIndex {
     /// Calls `sink` with the rank key (see `key`) of every candidate in `group`.
     fn rank(&self, query: &str, group: Option<u32>, mut sink: impl FnMut(u128)) {
         let in_group = |doc: u32| group.is_none_or(|id| self.doc_group[doc as usize] == id);
-        let exact = self
-            .exact
-            .get(normalize_exact(query).as_str())
-            .map_or(&[][..], Vec::as_slice);
+        let exact = self.exact.get(normalize_exact(query).as_str()).map_or(&[][..], Vec::as_slice);
         let key = |doc: u32, tally: u64| {
             let exact = exact.binary_search(&doc).is_ok();
             self.key(u128::from(exact) << 64 | u128::from(tally), doc)
@@ -492,22 +471,12 @@ impl KeywordIndex {
     fn hit(&self, key: u128) -> Hit {
         let rank = u32::MAX - key as u32;
         let tally = (key >> 32) as u64;
-        Hit {
-            doc: self.by_canonical[rank as usize],
-            exact: key >> 96 == 1,
-            matched: (tally >> 32) as u32,
-            score: tally as u32,
-        }
+        Hit { doc: self.by_canonical[rank as usize], exact: key >> 96 == 1, matched: (tally >> 32) as u32, score: tally as u32 }
     }
 }
 
 fn browse_hit(doc: u32) -> Hit {
-    Hit {
-        doc,
-        exact: false,
-        matched: 0,
-        score: 0,
-    }
+    Hit { doc, exact: false, matched: 0, score: 0 }
 }
 
 enum Plan<'a> {
@@ -558,12 +527,7 @@ impl Scratch {
     /// Credits the documents of `terms`' postings, tier by tier in descending points (tier
     /// f: documents whose best field for a term is f), skipping documents already visited
     /// for this keyword: so each document gets its strongest match.
-    fn visit_tiers<'a>(
-        &mut self,
-        postings: &'a Postings,
-        terms: impl IntoIterator<Item = usize>,
-        points: [u64; FIELDS],
-    ) {
+    fn visit_tiers<'a>(&mut self, postings: &'a Postings, terms: impl IntoIterator<Item = usize>, points: [u64; FIELDS]) {
         let words = self.docs.div_ceil(64);
         let mut lists: [Vec<&'a [u32]>; FIELDS] = Default::default();
         let mut merged = [false; FIELDS];

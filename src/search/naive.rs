@@ -7,9 +7,7 @@ use super::{Hit, SearchDoc};
 
 /// Ranks `docs` for `query` by tokenizing and scanning every document.
 pub fn naive_search(docs: &[SearchDoc], query: &str, group: Option<&str>) -> Vec<Hit> {
-    let in_scope = (0u32..)
-        .zip(docs)
-        .filter(|(_, doc)| group.is_none_or(|g| doc.group == g));
+    let in_scope = (0u32..).zip(docs).filter(|(_, doc)| group.is_none_or(|g| doc.group == g));
     let mut hits: Vec<Hit> = if query.trim().is_empty() {
         in_scope.map(|(doc, _)| hit(doc, false, 0, 0)).collect()
     } else {
@@ -17,8 +15,7 @@ pub fn naive_search(docs: &[SearchDoc], query: &str, group: Option<&str>) -> Vec
         let keywords = keywords(query);
         in_scope
             .filter_map(|(id, doc)| {
-                let exact =
-                    lowercase(&doc.name) == exact_name || lowercase(&doc.canonical) == exact_name;
+                let exact = lowercase(&doc.name) == exact_name || lowercase(&doc.canonical) == exact_name;
                 let (matched, score) = keyword_strengths(doc, &keywords);
                 (exact || matched > 0).then(|| hit(id, exact, matched, score))
             })
@@ -73,10 +70,5 @@ fn keyword_strengths(doc: &SearchDoc, keywords: &[String]) -> (u32, u32) {
 }
 
 fn hit(doc: u32, exact: bool, matched: u32, score: u32) -> Hit {
-    Hit {
-        doc,
-        exact,
-        matched,
-        score,
-    }
+    Hit { doc, exact, matched, score }
 }

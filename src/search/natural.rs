@@ -100,14 +100,7 @@ const PHRASE_FIELDS: usize = 2;
 impl NaturalConfig {
     /// Field parameters in the order of `field_texts`.
     fn fields(&self) -> [FieldParams; FIELDS] {
-        [
-            self.name,
-            self.description,
-            self.group,
-            self.property_names,
-            self.schema_descriptions,
-            self.additional_search_text,
-        ]
+        [self.name, self.description, self.group, self.property_names, self.schema_descriptions, self.additional_search_text]
     }
 }
 
@@ -130,12 +123,7 @@ fn idf(n: f32, df: usize) -> f32 {
 
 /// Turns postings holding pseudo term frequencies into final contributions
 /// `scale · idf · tf (k1 + 1) / (k1 + tf)` over `n` documents.
-fn finish_bm25<'a>(
-    postings: impl IntoIterator<Item = &'a mut Vec<(u32, f32)>>,
-    n: f32,
-    k1: f32,
-    scale: f32,
-) {
+fn finish_bm25<'a>(postings: impl IntoIterator<Item = &'a mut Vec<(u32, f32)>>, n: f32, k1: f32, scale: f32) {
     for list in postings {
         let w_idf = scale * idf(n, list.len());
         for (_, w) in list.iter_mut() {
@@ -219,11 +207,7 @@ impl NaturalIndex {
             }
         }
         let norm = |p: FieldParams, len: usize, avg: f32| {
-            if avg > 0.0 {
-                1.0 - p.b + p.b * len as f32 / avg
-            } else {
-                1.0
-            }
+            if avg > 0.0 { 1.0 - p.b + p.b * len as f32 / avg } else { 1.0 }
         };
 
         // BM25F pseudo term frequency: weighted, length-normalised counts summed over fields.
@@ -286,14 +270,7 @@ impl NaturalIndex {
             })
             .collect();
         let group_postings = if cfg.group_prior > 0.0 {
-            group_postings(
-                &fields,
-                &group_of,
-                group_ids.len(),
-                vocab.len(),
-                &params,
-                cfg,
-            )
+            group_postings(&fields, &group_of, group_ids.len(), vocab.len(), &params, cfg)
         } else {
             vec![Vec::new(); vocab.len()]
         };
@@ -361,11 +338,7 @@ impl NaturalIndex {
                 None => self.vocab.get(&self.analyzer.stem(w)).copied(),
             })
             .collect();
-        let mut pairs: Vec<(u32, u32)> = seq
-            .windows(2)
-            .filter_map(|w| Some((w[0]?, w[1]?)))
-            .filter(|(a, b)| a != b)
-            .collect();
+        let mut pairs: Vec<(u32, u32)> = seq.windows(2).filter_map(|w| Some((w[0]?, w[1]?))).filter(|(a, b)| a != b).collect();
         pairs.sort_unstable();
         pairs.dedup();
         // Each distinct term counts once: restating a word does not make a tool more relevant.
@@ -388,10 +361,7 @@ impl NaturalIndex {
         }
         self.feedback(&mut acc, &terms, &allowed);
 
-        let exact = self
-            .exact
-            .get(&query.trim().to_lowercase())
-            .map_or(&[][..], Vec::as_slice);
+        let exact = self.exact.get(&query.trim().to_lowercase()).map_or(&[][..], Vec::as_slice);
         // (doc, exact, score)
         let mut cands: Vec<(u32, bool, f32)> = acc
             .touched
@@ -405,19 +375,14 @@ impl NaturalIndex {
             return (Vec::new(), total);
         }
         let order = |a: &(u32, bool, f32), b: &(u32, bool, f32)| -> Ordering {
-            b.1.cmp(&a.1)
-                .then(b.2.total_cmp(&a.2))
-                .then(self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]))
+            b.1.cmp(&a.1).then(b.2.total_cmp(&a.2)).then(self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]))
         };
         if cands.len() > k {
             cands.select_nth_unstable_by(k - 1, order);
             cands.truncate(k);
         }
         cands.sort_unstable_by(order);
-        (
-            cands.into_iter().map(|(doc, _, s)| (doc, s)).collect(),
-            total,
-        )
+        (cands.into_iter().map(|(doc, _, s)| (doc, s)).collect(), total)
     }
 
     /// Pseudo-relevance feedback: adds the strongest other terms of the best allowed docs to
@@ -426,16 +391,8 @@ impl NaturalIndex {
         if self.cfg.prf_docs == 0 || self.cfg.prf_weight <= 0.0 {
             return;
         }
-        let mut top: Vec<(u32, f32)> = acc
-            .touched
-            .iter()
-            .filter(|&&d| allowed(d))
-            .map(|&d| (d, acc.score[d as usize]))
-            .collect();
-        let by_score = |a: &(u32, f32), b: &(u32, f32)| {
-            b.1.total_cmp(&a.1)
-                .then(self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]))
-        };
+        let mut top: Vec<(u32, f32)> = acc.touched.iter().filter(|&&d| allowed(d)).map(|&d| (d, acc.score[d as usize])).collect();
+        let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]));
         if top.len() > self.cfg.prf_docs {
             top.select_nth_unstable_by(self.cfg.prf_docs - 1, by_score);
             top.truncate(self.cfg.prf_docs);
@@ -483,11 +440,7 @@ fn group_postings(
     let mut len = vec![0f32; groups];
     for (doc, doc_fields) in fields.iter().enumerate() {
         let g = group_of[doc] as usize;
-        for (f, terms) in doc_fields
-            .iter()
-            .enumerate()
-            .filter(|(f, _)| params[*f].weight > 0.0)
-        {
+        for (f, terms) in doc_fields.iter().enumerate().filter(|(f, _)| params[*f].weight > 0.0) {
             len[g] += terms.len() as f32;
             for &t in terms {
                 *counts[g].entry(t).or_default() += params[f].weight;
@@ -497,11 +450,7 @@ fn group_postings(
     let avg = len.iter().sum::<f32>() / groups.max(1) as f32;
     let mut postings: Vec<Vec<(u32, f32)>> = vec![Vec::new(); vocab];
     for (g, c) in counts.iter_mut().enumerate() {
-        let norm = if avg > 0.0 {
-            1.0 - cfg.group_b + cfg.group_b * len[g] / avg
-        } else {
-            1.0
-        };
+        let norm = if avg > 0.0 { 1.0 - cfg.group_b + cfg.group_b * len[g] / avg } else { 1.0 };
         c.values_mut().for_each(|w| *w /= norm);
         push_sorted(c, g as u32, &mut postings);
     }
@@ -517,10 +466,7 @@ struct Scores {
 
 impl Scores {
     fn new(docs: usize) -> Self {
-        Scores {
-            score: vec![0.0; docs],
-            touched: Vec::new(),
-        }
+        Scores { score: vec![0.0; docs], touched: Vec::new() }
     }
 
     fn add_all(&mut self, postings: &[(u32, f32)], factor: f32) {

@@ -58,9 +58,7 @@ pub(crate) fn for_each_token(text: &str, mut emit: impl FnMut(&str)) {
     for run in alphanumeric_runs(text) {
         chars.clear();
         chars.extend(run.chars());
-        for_each_piece(&chars, |piece| {
-            emit_piece(&chars[piece], &mut word, &mut emit)
-        });
+        for_each_piece(&chars, |piece| emit_piece(&chars[piece], &mut word, &mut emit));
     }
 }
 
@@ -75,14 +73,8 @@ pub(crate) struct Uses {
 /// Calls `emit` with every token and every run of `text`, each with its uses; a run that
 /// is a single token comes once, with both uses, so the index looks it up once.
 pub(crate) fn for_each_term(text: &str, mut emit: impl FnMut(&str, Uses)) {
-    const TOKEN: Uses = Uses {
-        token: true,
-        run: false,
-    };
-    const RUN: Uses = Uses {
-        token: false,
-        run: true,
-    };
+    const TOKEN: Uses = Uses { token: true, run: false };
+    const RUN: Uses = Uses { token: false, run: true };
     if !text.is_ascii() {
         // Lower-casing may move run boundaries (`İ`), so runs and tokens come apart.
         for_each_token(text, |token| emit(token, TOKEN));
@@ -100,13 +92,7 @@ pub(crate) fn for_each_term(text: &str, mut emit: impl FnMut(&str, Uses)) {
         pieces.clear();
         for_each_piece(run.as_bytes(), |piece| pieces.push(piece));
         if pieces.len() == 1 {
-            emit(
-                &lowered,
-                Uses {
-                    token: true,
-                    run: true,
-                },
-            );
+            emit(&lowered, Uses { token: true, run: true });
             continue;
         }
         emit(&lowered, RUN);
@@ -119,8 +105,7 @@ pub(crate) fn for_each_term(text: &str, mut emit: impl FnMut(&str, Uses)) {
 /// Maximal runs of alphanumeric chars; an all-alphanumeric keyword found in a text lies
 /// inside one of them.
 pub(crate) fn alphanumeric_runs(text: &str) -> impl Iterator<Item = &str> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|run| !run.is_empty())
+    text.split(|c: char| !c.is_alphanumeric()).filter(|run| !run.is_empty())
 }
 
 /// [`alphanumeric_runs`] of ASCII text, scanning bytes rather than decoding chars.
@@ -129,9 +114,7 @@ fn ascii_alphanumeric_runs(text: &str) -> impl Iterator<Item = &str> {
     let mut at = 0;
     std::iter::from_fn(move || {
         let start = at + bytes[at..].iter().position(u8::is_ascii_alphanumeric)?;
-        let len = bytes[start..]
-            .iter()
-            .position(|b| !b.is_ascii_alphanumeric());
+        let len = bytes[start..].iter().position(|b| !b.is_ascii_alphanumeric());
         at = len.map_or(bytes.len(), |len| start + len);
         Some(&text[start..at])
     })
@@ -214,10 +197,7 @@ mod tests {
 
     #[test]
     fn splits_at_whitespace_punctuation_underscore_and_hyphen() {
-        assert_eq!(
-            kw("get user-profile_data, now!\tplease.ok"),
-            ["get", "user", "profile", "data", "now", "please", "ok"]
-        );
+        assert_eq!(kw("get user-profile_data, now!\tplease.ok"), ["get", "user", "profile", "data", "now", "please", "ok"]);
     }
 
     #[test]
@@ -256,10 +236,7 @@ mod tests {
 
     #[test]
     fn splitting_is_unicode_aware() {
-        assert_eq!(
-            kw("Straße-Ölwechsel 日本語"),
-            ["straße", "ölwechsel", "日本語"]
-        );
+        assert_eq!(kw("Straße-Ölwechsel 日本語"), ["straße", "ölwechsel", "日本語"]);
         assert_eq!(kw("ÉcoleNormale"), ["école", "normale"]);
     }
 
@@ -302,10 +279,7 @@ mod tests {
             }
         });
         let lowered = lowercase(text);
-        let defined = (
-            tokens(text),
-            alphanumeric_runs(&lowered).map(str::to_owned).collect(),
-        );
+        let defined = (tokens(text), alphanumeric_runs(&lowered).map(str::to_owned).collect());
         [(words, runs), defined].map(|(mut words, mut runs): (Vec<String>, Vec<String>)| {
             words.sort();
             runs.sort();
@@ -315,12 +289,7 @@ mod tests {
 
     #[test]
     fn terms_are_the_tokens_and_the_lower_cased_runs() {
-        for text in [
-            "get customerName, HTTPServer v2 now",
-            "Straße-ÖlWechsel İx",
-            "a_B-c",
-            "",
-        ] {
+        for text in ["get customerName, HTTPServer v2 now", "Straße-ÖlWechsel İx", "a_B-c", ""] {
             let [reported, defined] = terms_both_ways(text);
             assert_eq!(reported, defined, "{text:?}");
         }
@@ -335,9 +304,6 @@ mod tests {
     fn normalize_exact_trims_and_lower_cases_preserving_separators() {
         assert_eq!(normalize_exact("  Customer_Name \t"), "customer_name");
         assert_eq!(normalize_exact(" customer Name "), "customer name");
-        assert_ne!(
-            normalize_exact("customer name"),
-            normalize_exact("customer_name")
-        );
+        assert_ne!(normalize_exact("customer name"), normalize_exact("customer_name"));
     }
 }

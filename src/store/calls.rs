@@ -86,8 +86,7 @@ async fn write_finishes(backend: &PgStore, finishes: Vec<Finish>) {
     // The first outcome of a call wins (as with one statement each): later ones in the same
     // batch are dropped before the statement, which could otherwise pick either.
     let mut seen = HashSet::new();
-    let rows: Vec<(&CallKey, &str, i64)> =
-        finishes.iter().filter(|f| seen.insert(&f.0)).map(|(k, o, now, _)| (k, o.as_str(), *now)).collect();
+    let rows: Vec<(&CallKey, &str, i64)> = finishes.iter().filter(|f| seen.insert(&f.0)).map(|(k, o, now, _)| (k, o.as_str(), *now)).collect();
     let written = backend.finish_calls(&rows).await;
     drop(rows);
     match written {
@@ -119,11 +118,8 @@ async fn write_claims(backend: &PgStore, claims: Vec<ClaimOp>) {
     for (key, now, reply) in claims {
         // The first request for a key that was inserted holds the claim; any other asks
         // for the state (a duplicate in the same batch finds it running).
-        let claim = if inserted.remove(&key) {
-            Ok(Claim::New)
-        } else {
-            backend.claim_call(&key.tenant, &key.agent_id, &key.run_id, &key.call_id, now).await
-        };
+        let claim =
+            if inserted.remove(&key) { Ok(Claim::New) } else { backend.claim_call(&key.tenant, &key.agent_id, &key.run_id, &key.call_id, now).await };
         let _ = reply.send(claim);
     }
 }

@@ -18,7 +18,7 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Row};
 
-use super::{decay, AgentRecord, CallKey, Claim, DeferredRow, StoreError, Transition, VersionRecord};
+use super::{AgentRecord, CallKey, Claim, DeferredRow, StoreError, Transition, VersionRecord, decay};
 
 const SCHEMA: &str = include_str!("schema_postgres.sql");
 
@@ -42,13 +42,8 @@ impl PgStore {
         if opts.get_application_name().is_none() {
             opts = opts.application_name("toolrouter");
         }
-        let target = format!(
-            "{}:{}/{} (user {})",
-            opts.get_host(),
-            opts.get_port(),
-            opts.get_database().unwrap_or(opts.get_username()),
-            opts.get_username()
-        );
+        let target =
+            format!("{}:{}/{} (user {})", opts.get_host(), opts.get_port(), opts.get_database().unwrap_or(opts.get_username()), opts.get_username());
         // One direct connection first: an unreachable server, a wrong password or a missing
         // database is reported at once with its cause, not as a pool timeout after retries.
         let mut conn = match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&opts)).await {
@@ -120,13 +115,7 @@ impl PgStore {
                     is_default = true;
                 }
                 tx.commit().await?;
-                let rec = VersionRecord {
-                    agent_id: agent_id.into(),
-                    version: latest,
-                    is_default,
-                    definition: existing,
-                    create_time: row.get(1),
-                };
+                let rec = VersionRecord { agent_id: agent_id.into(), version: latest, is_default, definition: existing, create_time: row.get(1) };
                 return Ok((rec, false));
             }
         }
@@ -150,13 +139,7 @@ impl PgStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        let rec = VersionRecord {
-            agent_id: agent_id.into(),
-            version,
-            is_default,
-            definition: definition.into(),
-            create_time: now,
-        };
+        let rec = VersionRecord { agent_id: agent_id.into(), version, is_default, definition: definition.into(), create_time: now };
         Ok((rec, true))
     }
 
@@ -242,13 +225,7 @@ impl PgStore {
             return Ok(None);
         }
         tx.commit().await?;
-        Ok(Some(VersionRecord {
-            agent_id: agent_id.into(),
-            version,
-            is_default: true,
-            definition: row.get(0),
-            create_time: row.get(1),
-        }))
+        Ok(Some(VersionRecord { agent_id: agent_id.into(), version, is_default: true, definition: row.get(0), create_time: row.get(1) }))
     }
 
     /// Deletes an agent, its versions and runs; false if it did not exist.
@@ -364,13 +341,14 @@ impl PgStore {
     }
 
     pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
-        let row = sqlx::query("SELECT outcome, update_time FROM tool_calls WHERE tenant = $1 AND agent_id = $2 AND run_id = $3 AND tool_call_id = $4")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(call_id)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row =
+            sqlx::query("SELECT outcome, update_time FROM tool_calls WHERE tenant = $1 AND agent_id = $2 AND run_id = $3 AND tool_call_id = $4")
+                .bind(tenant)
+                .bind(agent_id)
+                .bind(run_id)
+                .bind(call_id)
+                .fetch_optional(&self.pool)
+                .await?;
         Ok(row.map(|r| match r.get::<Option<String>, _>(0) {
             Some(o) => Claim::Done(o),
             None => Claim::Running { since: r.get(1) },
@@ -610,8 +588,7 @@ impl PgStore {
             .bind(user)
             .fetch_all(&self.pool)
             .await?;
-        let mut out: Vec<(String, f64)> =
-            rows.iter().map(|r| (r.get::<String, _>(0), decay(r.get(1), r.get(2), now, half_life_ms))).collect();
+        let mut out: Vec<(String, f64)> = rows.iter().map(|r| (r.get::<String, _>(0), decay(r.get(1), r.get(2), now, half_life_ms))).collect();
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         Ok(out)
     }
@@ -624,26 +601,15 @@ async fn migrate(conn: &mut PgConnection) -> Result<(), StoreError> {
     let migrations = migrations();
     let mut tx = conn.begin().await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(MIGRATION_LOCK).execute(&mut *tx).await?;
-    sqlx::query("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)")
-        .execute(&mut *tx)
-        .await?;
-    let applied: Vec<i64> = sqlx::query("SELECT version FROM schema_migrations")
-        .fetch_all(&mut *tx)
-        .await?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
+    sqlx::query("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)").execute(&mut *tx).await?;
+    let applied: Vec<i64> = sqlx::query("SELECT version FROM schema_migrations").fetch_all(&mut *tx).await?.iter().map(|r| r.get(0)).collect();
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
     for (version, sql) in &migrations {
         if applied.contains(version) {
             continue;
         }
         sqlx::raw_sql(sqlx::AssertSqlSafe(*sql)).execute(&mut *tx).await?;
-        sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)")
-            .bind(version)
-            .bind(now)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)").bind(version).bind(now).execute(&mut *tx).await?;
         tracing::info!(version, "applied PostgreSQL schema migration");
     }
     let known = migrations.last().map_or(0, |m| m.0);
@@ -675,7 +641,8 @@ fn migrations() -> Vec<(i64, &'static str)> {
     out
 }
 
-const DEFERRED_SELECT: &str = "SELECT deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time FROM deferred";
+const DEFERRED_SELECT: &str =
+    "SELECT deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time FROM deferred";
 
 fn deferred_from_row(r: &PgRow) -> DeferredRow {
     DeferredRow {
@@ -704,7 +671,13 @@ fn version_from_row(agent_id: &str, r: &PgRow) -> VersionRecord {
 }
 
 /// Points the agent's default at `version`; false if the agent row is gone.
-async fn set_default_tx(tx: &mut sqlx::Transaction<'static, sqlx::Postgres>, tenant: &str, agent_id: &str, version: u32, now: i64) -> Result<bool, StoreError> {
+async fn set_default_tx(
+    tx: &mut sqlx::Transaction<'static, sqlx::Postgres>,
+    tenant: &str,
+    agent_id: &str,
+    version: u32,
+    now: i64,
+) -> Result<bool, StoreError> {
     let n = sqlx::query("UPDATE agents SET default_version = $1, update_time = $2 WHERE tenant = $3 AND agent_id = $4")
         .bind(version as i64)
         .bind(now)

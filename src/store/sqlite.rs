@@ -260,9 +260,8 @@ impl SqliteStore {
     /// Opens (and creates) the store named by `url` and applies the schema.
     pub async fn open(url: &str) -> Result<SqliteStore, StoreError> {
         let file = file_of(url)?.map(str::to_string);
-        let db = tokio::task::spawn_blocking(move || Self::open_blocking(file.as_deref()))
-            .await
-            .map_err(|e| StoreError::Blocking(e.to_string()))??;
+        let db =
+            tokio::task::spawn_blocking(move || Self::open_blocking(file.as_deref())).await.map_err(|e| StoreError::Blocking(e.to_string()))??;
         Ok(SqliteStore { db })
     }
 
@@ -271,7 +270,12 @@ impl SqliteStore {
             let c = Connection::open_in_memory()?;
             configure(&c, false)?;
             c.execute_batch(SCHEMA)?;
-            return Ok(Arc::new(Db { writer: tokio::sync::Mutex::new(c), pending: Mutex::new(Vec::new()), readers: Vec::new(), next_reader: AtomicUsize::new(0) }));
+            return Ok(Arc::new(Db {
+                writer: tokio::sync::Mutex::new(c),
+                pending: Mutex::new(Vec::new()),
+                readers: Vec::new(),
+                next_reader: AtomicUsize::new(0),
+            }));
         };
         let writer = Connection::open(file)?;
         writer.pragma_update(None, "journal_mode", "WAL")?;
@@ -295,7 +299,10 @@ impl SqliteStore {
     }
 
     /// Runs `f` on tokio's blocking pool with the writer (whole definitions: milliseconds).
-    async fn write_blocking<T: Send + 'static>(&self, f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static) -> Result<T, StoreError> {
+    async fn write_blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Connection) -> Result<T, StoreError> + Send + 'static,
+    ) -> Result<T, StoreError> {
         let db = self.db.clone();
         tokio::task::spawn_blocking(move || f(&mut db.writer())).await.map_err(|e| StoreError::Blocking(e.to_string()))?
     }
@@ -392,7 +399,10 @@ impl SqliteStore {
 
     /// The default version number of an agent, if the agent exists.
     pub async fn default_version(&self, tenant: &str, agent_id: &str) -> Result<Option<u32>, StoreError> {
-        Ok(self.db.reader_async().await
+        Ok(self
+            .db
+            .reader_async()
+            .await
             .prepare_cached("SELECT default_version FROM agents WHERE tenant = ? AND agent_id = ?")?
             .query_row(params![tenant, agent_id], |r| r.get::<_, u32>(0))
             .optional()?)
@@ -405,7 +415,13 @@ impl SqliteStore {
              WHERE tenant = ? AND agent_id > ? ORDER BY agent_id LIMIT ?",
         )?;
         let rows = stmt.query_map(params![tenant, after, limit], |r| {
-            Ok(AgentRecord { agent_id: r.get(0)?, default_version: r.get(1)?, latest_version: r.get(2)?, create_time: r.get(3)?, update_time: r.get(4)? })
+            Ok(AgentRecord {
+                agent_id: r.get(0)?,
+                default_version: r.get(1)?,
+                latest_version: r.get(2)?,
+                create_time: r.get(3)?,
+                update_time: r.get(4)?,
+            })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -471,7 +487,8 @@ impl SqliteStore {
     pub async fn pin_run(&self, tenant: &str, agent_id: &str, run_id: &str, version: u32, now: i64, expired_before: i64) -> Result<u32, StoreError> {
         Ok(self
             .db
-            .writer_async().await
+            .writer_async()
+            .await
             .prepare_cached(
                 "INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES (?, ?, ?, ?, ?) \
                  ON CONFLICT (tenant, agent_id, run_id) DO UPDATE SET \
@@ -484,7 +501,10 @@ impl SqliteStore {
 
     /// The version a live run is pinned to.
     pub async fn run_version(&self, tenant: &str, agent_id: &str, run_id: &str, expired_before: i64) -> Result<Option<u32>, StoreError> {
-        Ok(self.db.reader_async().await
+        Ok(self
+            .db
+            .reader_async()
+            .await
             .prepare_cached("SELECT version FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ? AND last_seen >= ?")?
             .query_row(params![tenant, agent_id, run_id, expired_before], |r| r.get(0))
             .optional()?)
@@ -492,7 +512,10 @@ impl SqliteStore {
 
     /// Live runs of a tenant (all agents): not ended, seen since `expired_before`.
     pub async fn count_live_runs(&self, tenant: &str, expired_before: i64) -> Result<u64, StoreError> {
-        Ok(self.db.reader_async().await
+        Ok(self
+            .db
+            .reader_async()
+            .await
             .prepare_cached("SELECT COUNT(*) FROM runs WHERE tenant = ? AND last_seen >= ?")?
             .query_row(params![tenant, expired_before], |r| r.get::<_, i64>(0))? as u64)
     }
@@ -500,7 +523,8 @@ impl SqliteStore {
     pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
         let n = self
             .db
-            .writer_async().await
+            .writer_async()
+            .await
             .prepare_cached("DELETE FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ?")?
             .execute(params![tenant, agent_id, run_id])?;
         Ok(n > 0)
@@ -558,7 +582,8 @@ impl SqliteStore {
     /// Drops an unfinished claim, so the call can run again.
     pub async fn release_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<(), StoreError> {
         self.db
-            .writer_async().await
+            .writer_async()
+            .await
             .prepare_cached("DELETE FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL")?
             .execute(params![tenant, agent_id, run_id, call_id])?;
         Ok(())
@@ -568,7 +593,8 @@ impl SqliteStore {
 
     pub async fn insert_deferred(&self, tenant: &str, row: &DeferredRow) -> Result<(), StoreError> {
         self.db
-            .writer_async().await
+            .writer_async()
+            .await
             .prepare_cached(
                 "INSERT INTO deferred (tenant, deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time) \
                  VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -597,7 +623,9 @@ impl SqliteStore {
     pub async fn transition_deferred(&self, tenant: &str, id: &str, state: &str, resolution: &str, now: i64) -> Result<Transition, StoreError> {
         let c = self.db.writer_async().await;
         let n = c
-            .prepare_cached("UPDATE deferred SET state = ?, resolution = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'pending'")?
+            .prepare_cached(
+                "UPDATE deferred SET state = ?, resolution = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'pending'",
+            )?
             .execute(params![state, resolution, now, tenant, id])?;
         moved_or_row(&c, n, tenant, id)
     }
@@ -607,8 +635,11 @@ impl SqliteStore {
     pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<bool, StoreError> {
         let n = self
             .db
-            .writer_async().await
-            .prepare_cached("UPDATE deferred SET state = 'resolved', result = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'executing'")?
+            .writer_async()
+            .await
+            .prepare_cached(
+                "UPDATE deferred SET state = 'resolved', result = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'executing'",
+            )?
             .execute(params![result, now, tenant, id])?;
         Ok(n == 1)
     }
@@ -649,7 +680,12 @@ impl SqliteStore {
 
     /// Number of pending deferred records (all tenants), for metrics.
     pub async fn count_pending(&self) -> Result<u64, StoreError> {
-        Ok(self.db.reader_async().await.prepare_cached("SELECT COUNT(*) FROM deferred WHERE state = 'pending'")?.query_row([], |r| r.get::<_, i64>(0))? as u64)
+        Ok(self
+            .db
+            .reader_async()
+            .await
+            .prepare_cached("SELECT COUNT(*) FROM deferred WHERE state = 'pending'")?
+            .query_row([], |r| r.get::<_, i64>(0))? as u64)
     }
 
     // ----- auto-pin usage -----
@@ -676,7 +712,8 @@ impl SqliteStore {
     pub async fn usage(&self, tenant: &str, agent_id: &str, user: &str, now: i64, half_life_ms: i64) -> Result<Vec<(String, f64)>, StoreError> {
         let c = self.db.reader_async().await;
         let mut stmt = c.prepare_cached("SELECT tool_name, score, last_update FROM tool_usage WHERE tenant = ? AND agent_id = ? AND user_id = ?")?;
-        let rows = stmt.query_map(params![tenant, agent_id, user], |r| Ok((r.get::<_, String>(0)?, decay(r.get(1)?, r.get(2)?, now, half_life_ms))))?;
+        let rows =
+            stmt.query_map(params![tenant, agent_id, user], |r| Ok((r.get::<_, String>(0)?, decay(r.get(1)?, r.get(2)?, now, half_life_ms))))?;
         let mut out: Vec<(String, f64)> = rows.collect::<Result<_, _>>()?;
         out.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         Ok(out)
@@ -714,10 +751,13 @@ fn call_state_on(c: &Connection, tenant: &str, agent_id: &str, run_id: &str, cal
         .optional()
 }
 
-const DEFERRED_SELECT: &str = "SELECT deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time FROM deferred";
+const DEFERRED_SELECT: &str =
+    "SELECT deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time FROM deferred";
 
 fn get_deferred_on(c: &Connection, tenant: &str, id: &str) -> Result<Option<DeferredRow>, StoreError> {
-    Ok(c.prepare_cached(&format!("{DEFERRED_SELECT} WHERE tenant = ? AND deferred_id = ?"))?.query_row(params![tenant, id], deferred_from_row).optional()?)
+    Ok(c.prepare_cached(&format!("{DEFERRED_SELECT} WHERE tenant = ? AND deferred_id = ?"))?
+        .query_row(params![tenant, id], deferred_from_row)
+        .optional()?)
 }
 
 /// After a conditional update of a deferred record: moved, or the row as it is.
@@ -748,7 +788,13 @@ fn deferred_from_row(r: &Row<'_>) -> rusqlite::Result<DeferredRow> {
 
 fn version_from_row(agent_id: &str, r: &Row<'_>) -> rusqlite::Result<VersionRecord> {
     let version: u32 = r.get(0)?;
-    Ok(VersionRecord { agent_id: agent_id.into(), version, is_default: r.get::<_, u32>(3)? == version, definition: r.get(1)?, create_time: r.get(2)? })
+    Ok(VersionRecord {
+        agent_id: agent_id.into(),
+        version,
+        is_default: r.get::<_, u32>(3)? == version,
+        definition: r.get(1)?,
+        create_time: r.get(2)?,
+    })
 }
 
 fn set_default_tx(tx: &rusqlite::Transaction<'_>, tenant: &str, agent_id: &str, version: u32, now: i64) -> rusqlite::Result<()> {
@@ -811,7 +857,9 @@ mod tests {
             .db
             .writer_async()
             .await
-            .execute_batch("CREATE TRIGGER refuse BEFORE INSERT ON tool_calls WHEN NEW.tool_call_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END;")
+            .execute_batch(
+                "CREATE TRIGGER refuse BEFORE INSERT ON tool_calls WHEN NEW.tool_call_id = 'bad' BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+            )
             .expect("trigger");
         let held = store.hold_writer().await;
         let good = queued_claim(&store, "good", 1).await;

@@ -19,7 +19,8 @@ where
     W: for<'w> MakeWriter<'w> + 'static,
 {
     let dispatch = DispatchSlot::default();
-    let format = JsonWithTrace { json: tracing_subscriber::fmt::format().json().with_current_span(true).with_span_list(false), dispatch: dispatch.clone() };
+    let format =
+        JsonWithTrace { json: tracing_subscriber::fmt::format().json().with_current_span(true).with_span_list(false), dispatch: dispatch.clone() };
     let fmt = tracing_subscriber::fmt::layer::<S>().json().with_writer(writer).event_format(format);
     dispatch.and_then(fmt)
 }

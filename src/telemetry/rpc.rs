@@ -37,9 +37,7 @@ pub struct GrpcService<S> {
 fn rpc_name(path: &str) -> (String, String) {
     let known = ["toolrouter.v1.", "grpc.health.v1.", "grpc.reflection.v1."];
     match path.trim_start_matches('/').split_once('/') {
-        Some((service, method)) if known.iter().any(|k| service.starts_with(k)) && !method.contains('/') => {
-            (service.to_string(), method.to_string())
-        }
+        Some((service, method)) if known.iter().any(|k| service.starts_with(k)) && !method.contains('/') => (service.to_string(), method.to_string()),
         _ => ("unknown".to_string(), "unknown".to_string()),
     }
 }

@@ -131,9 +131,7 @@ fn classify(status: &tonic::Status) -> Execution {
     let from_transport = std::error::Error::source(status).is_some();
     match status.code() {
         Code::Unknown | Code::Internal if !from_transport => answered(status),
-        Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled => {
-            Execution::Lost(status.message().to_string())
-        }
+        Code::Unavailable | Code::Unknown | Code::Internal | Code::Cancelled => Execution::Lost(status.message().to_string()),
         // The executor answered with a status: it ran (or refused) and said so.
         _ => answered(status),
     }
@@ -170,12 +168,10 @@ fn connect_failure(status: &tonic::Status) -> bool {
             return true;
         }
         if let Some(io) = e.downcast_ref::<std::io::Error>()
-            && matches!(
-                io.kind(),
-                std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::AddrNotAvailable | std::io::ErrorKind::NotFound
-            ) {
-                return true;
-            }
+            && matches!(io.kind(), std::io::ErrorKind::ConnectionRefused | std::io::ErrorKind::AddrNotAvailable | std::io::ErrorKind::NotFound)
+        {
+            return true;
+        }
         let text = e.to_string();
         if text.contains("tcp connect error") || text.contains("dns error") || text.contains("error trying to connect") {
             return true;

@@ -10,14 +10,15 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue};
-use rmcp::model::{CallToolRequestParams, ClientCapabilities, ClientConfig as ClientInfo, ClientJsonRpcMessage, Implementation, MetaObject, RequestMetaObject};
+use rmcp::ServiceExt;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig as ClientInfo, ClientJsonRpcMessage, Implementation, MetaObject, RequestMetaObject,
+};
 use rmcp::service::{RoleClient, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{
-    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError, StreamableHttpPostResponse,
-    StreamableHttpResponseLimits,
+    StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
 };
-use rmcp::ServiceExt;
 use serde_json::Value;
 use tokio::sync::OnceCell;
 

@@ -109,7 +109,13 @@ pub struct Request<'a> {
 pub trait ToolLister: Send + Sync {
     /// Tools per source id, for the sources whose tools come from upstream (the tenant's
     /// view: operator secrets in MCP headers are scoped to tenants), and what failed.
-    async fn list(&self, def: &AgentDefinition, tenant: &str, agent_id: &str, run: Option<&RunContext>) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>);
+    async fn list(
+        &self,
+        def: &AgentDefinition,
+        tenant: &str,
+        agent_id: &str,
+        run: Option<&RunContext>,
+    ) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>);
 
     /// A key for what a run's listing depends on (MCP headers bound to the run context);
     /// `None`: the version's shared catalog serves the run.
@@ -205,7 +211,13 @@ impl Upstream {
 
 #[async_trait::async_trait]
 impl ToolLister for Upstream {
-    async fn list(&self, def: &AgentDefinition, tenant: &str, agent_id: &str, run: Option<&RunContext>) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
+    async fn list(
+        &self,
+        def: &AgentDefinition,
+        tenant: &str,
+        agent_id: &str,
+        run: Option<&RunContext>,
+    ) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
         let jobs = def.sources.iter().filter_map(|s| {
             let key = SourceKey { tenant: tenant.to_string(), agent_id: agent_id.to_string(), source_id: s.id.clone() };
             match &s.kind {

@@ -98,7 +98,8 @@ impl Default for Secrets {
     }
 }
 
-const SPEC_HELP: &str = "use NAME=env:VAR or NAME=file:PATH, optionally followed by ;tenant=ID (repeatable, * = every tenant) and ;host=PATTERN (repeatable)";
+const SPEC_HELP: &str =
+    "use NAME=env:VAR or NAME=file:PATH, optionally followed by ;tenant=ID (repeatable, * = every tenant) and ;host=PATTERN (repeatable)";
 
 /// Parses one `--secret` spec.
 pub fn parse_spec(spec: &str) -> Result<(String, Secret), SecretError> {
@@ -209,11 +210,7 @@ impl Secrets {
     /// the value is read, so a definition stored before the operator narrowed a secret does
     /// not get it.
     pub fn check(&self, name: &str, tenant: &str, url: &str) -> Result<&Secret, SecretError> {
-        let secret = self
-            .secrets
-            .get(name)
-            .filter(|s| self.tenant_may_use(s, tenant))
-            .ok_or_else(|| SecretError::Unknown(name.to_string()))?;
+        let secret = self.secrets.get(name).filter(|s| self.tenant_may_use(s, tenant)).ok_or_else(|| SecretError::Unknown(name.to_string()))?;
         if let Some(hosts) = &secret.hosts
             && hosts.check_url(url).is_err()
         {
@@ -273,7 +270,19 @@ mod tests {
         let s = Secrets::parse(["a=env:A_TOKEN", "b=file:/run/secrets/b"]).unwrap();
         assert_eq!(s.get("a").unwrap().source, SecretSource::Env("A_TOKEN".into()));
         assert_eq!(s.get("b").unwrap().source, SecretSource::File("/run/secrets/b".into()));
-        for bad in ["a=token", "a=env:", "a=file:", "=env:X", "a b=env:X", "a=env:X;tenant=", "a=env:X;tenants=acme", "a=env:X;host=", "a=env:X;host=ftp://x", "a=env:X;tenant=*;tenant=acme", "a=env:X;x"] {
+        for bad in [
+            "a=token",
+            "a=env:",
+            "a=file:",
+            "=env:X",
+            "a b=env:X",
+            "a=env:X;tenant=",
+            "a=env:X;tenants=acme",
+            "a=env:X;host=",
+            "a=env:X;host=ftp://x",
+            "a=env:X;tenant=*;tenant=acme",
+            "a=env:X;x",
+        ] {
             assert!(matches!(Secrets::parse([bad]), Err(SecretError::BadSpec { .. })), "{bad}");
         }
         assert_eq!(Secrets::parse(["a=env:X", "a=file:/y"]), Err(SecretError::Duplicate("a".into())));
@@ -331,7 +340,10 @@ mod tests {
             headers: [("Authorization".to_string(), binding("crm")), ("X-Other".to_string(), binding("other"))].into(),
             ..Default::default()
         };
-        let def = AgentDefinition { sources: vec![ToolSource { id: "crm".into(), kind: SourceKind::Mcp(mcp), ..Default::default() }], ..Default::default() };
+        let def = AgentDefinition {
+            sources: vec![ToolSource { id: "crm".into(), kind: SourceKind::Mcp(mcp), ..Default::default() }],
+            ..Default::default()
+        };
         let s = authenticated(&["crm=env:CRM;tenant=acme", "other=env:O;tenant=acme;host=127.0.0.1:10"]);
         let v = violations(&s, "acme", &def);
         assert_eq!(v.len(), 1, "{v:?}");

@@ -52,11 +52,7 @@ impl TestServer {
     pub async fn start_with(cfg: ServerConfig) -> Self {
         let panics = PanicWatch::start("the toolrouter server (TestServer)");
         let server = toolrouter::server::start(cfg).await.expect("server starts");
-        let channel = Channel::from_shared(format!("http://{}", server.grpc_addr))
-            .expect("uri")
-            .connect()
-            .await
-            .expect("connect");
+        let channel = Channel::from_shared(format!("http://{}", server.grpc_addr)).expect("uri").connect().await.expect("connect");
         Self { server, channel, panics }
     }
 
@@ -113,12 +109,7 @@ pub fn run_ctx(run: &str) -> pb::RunContext {
 }
 
 pub fn tool(name: &str, description: &str, schema: serde_json::Value) -> pb::ToolDeclaration {
-    pb::ToolDeclaration {
-        name: name.into(),
-        description: description.into(),
-        input_schema_json: schema.to_string(),
-        ..Default::default()
-    }
+    pb::ToolDeclaration { name: name.into(), description: description.into(), input_schema_json: schema.to_string(), ..Default::default() }
 }
 
 pub fn client_source(id: &str, tools: Vec<pb::ToolDeclaration>) -> pb::ToolSource {
@@ -260,17 +251,10 @@ impl FakeExecutor {
         let now = self.inflight.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_inflight.fetch_max(now, Ordering::SeqCst);
         let _inflight = InFlight(self.inflight.clone());
-        *self.last_timeout.lock().unwrap() =
-            req.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).map(str::to_string);
-        *self.last_traceparent.lock().unwrap() =
-            req.metadata().get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_string);
-        *self.last_metadata.lock().unwrap() = req
-            .metadata()
-            .clone()
-            .into_headers()
-            .iter()
-            .map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
-            .collect();
+        *self.last_timeout.lock().unwrap() = req.metadata().get("grpc-timeout").and_then(|v| v.to_str().ok()).map(str::to_string);
+        *self.last_traceparent.lock().unwrap() = req.metadata().get("traceparent").and_then(|v| v.to_str().ok()).map(str::to_string);
+        *self.last_metadata.lock().unwrap() =
+            req.metadata().clone().into_headers().iter().map(|(k, v)| (k.to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect();
         let r = req.into_inner();
         *self.last.lock().unwrap() = Some(r.clone());
         match &self.behaviour {
@@ -405,7 +389,11 @@ pub async fn spawn_executor_tls(behaviour: Behaviour, tls: tonic::transport::Ser
     spawn_executor_with(behaviour, Vec::new(), Some(tls)).await
 }
 
-async fn spawn_executor_with(behaviour: Behaviour, listed: Vec<pb::ToolDeclaration>, tls: Option<tonic::transport::ServerTlsConfig>) -> ExecutorHandle {
+async fn spawn_executor_with(
+    behaviour: Behaviour,
+    listed: Vec<pb::ToolDeclaration>,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+) -> ExecutorHandle {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().unwrap();
     let panics = PanicWatch::start(format!("the fake executor on {addr}"));
@@ -544,7 +532,14 @@ pub fn run_as(run: &str, user: Option<&str>, caller: pb::Caller) -> pb::RunConte
 
 impl TestServer {
     /// HandleToolCall with the model's argument text as is; the gRPC status on failure.
-    pub async fn handle_raw(&self, agent: &str, run: pb::RunContext, id: &str, tool: &str, arguments_json: &str) -> Result<pb::handle_tool_call_response::Outcome, Status> {
+    pub async fn handle_raw(
+        &self,
+        agent: &str,
+        run: pb::RunContext,
+        id: &str,
+        tool: &str,
+        arguments_json: &str,
+    ) -> Result<pb::handle_tool_call_response::Outcome, Status> {
         let resp = self
             .router()
             .handle_tool_call(pb::HandleToolCallRequest {
@@ -647,10 +642,8 @@ pub fn key_hash(key: &str) -> String {
 
 /// Key file text for (key, tenant, identity claims).
 pub fn key_file_json(entries: &[(&str, &str, serde_json::Value)]) -> String {
-    let v: Vec<serde_json::Value> = entries
-        .iter()
-        .map(|(key, tenant, identity)| serde_json::json!({"tenant": tenant, "sha256": key_hash(key), "identity": identity}))
-        .collect();
+    let v: Vec<serde_json::Value> =
+        entries.iter().map(|(key, tenant, identity)| serde_json::json!({"tenant": tenant, "sha256": key_hash(key), "identity": identity})).collect();
     serde_json::Value::Array(v).to_string()
 }
 
@@ -732,7 +725,15 @@ impl TestServer {
     }
 
     /// HandleToolCall as the holder of `key`.
-    pub async fn call_as(&self, key: &str, agent: &str, run: pb::RunContext, id: &str, tool: &str, args: serde_json::Value) -> Result<pb::handle_tool_call_response::Outcome, Status> {
+    pub async fn call_as(
+        &self,
+        key: &str,
+        agent: &str,
+        run: pb::RunContext,
+        id: &str,
+        tool: &str,
+        args: serde_json::Value,
+    ) -> Result<pb::handle_tool_call_response::Outcome, Status> {
         let resp = self
             .router_as(key)
             .handle_tool_call(pb::HandleToolCallRequest {

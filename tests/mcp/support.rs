@@ -7,14 +7,14 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
-use rmcp::ServerHandler;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -153,11 +153,7 @@ async fn serve_tls(listener: tokio::net::TcpListener, app: axum::Router, accepto
 
 fn record(state: &Arc<Mutex<State>>, method: &'static str, cx: &RequestContext<RoleServer>, tool: &str) {
     let parts = cx.extensions.get::<http::request::Parts>().expect("served over HTTP");
-    let headers = parts
-        .headers
-        .iter()
-        .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or_default().to_string()))
-        .collect::<BTreeMap<_, _>>();
+    let headers = parts.headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or_default().to_string())).collect::<BTreeMap<_, _>>();
     let session = headers.get("mcp-session-id").cloned().unwrap_or_default();
     state.lock().unwrap().seen.push(Seen { method, session, headers, tool: tool.to_string() });
 }

@@ -27,12 +27,7 @@ use toolrouter::search::keyword::KeywordIndex;
 
 /// The §5 keyword leg: top `k` docs of the fully ranked candidate list.
 fn keyword_top(index: &KeywordIndex, query: &str, k: usize) -> Vec<u32> {
-    index
-        .search_top(query, None, k)
-        .0
-        .iter()
-        .map(|h| h.doc)
-        .collect()
+    index.search_top(query, None, k).0.iter().map(|h| h.doc).collect()
 }
 // ---- End of adapter. ----
 
@@ -170,10 +165,7 @@ pub fn build_catalog(tools: &[ToolRecord]) -> Catalog {
             _ if !t.domain.trim().is_empty() => &t.domain,
             _ => "default",
         };
-        let group = group_names
-            .entry(raw_group.to_owned())
-            .or_insert_with(|| unique(sanitize_group(raw_group), 32, &mut taken_groups))
-            .clone();
+        let group = group_names.entry(raw_group.to_owned()).or_insert_with(|| unique(sanitize_group(raw_group), 32, &mut taken_groups)).clone();
         let local = unique(sanitize_local(&t.name), 64, locals.entry(group.clone()).or_default());
         let schema = match &t.input_schema {
             Value::Object(_) if cat::schema::check_input(&t.input_schema).is_ok() => t.input_schema.to_string(),
@@ -187,12 +179,7 @@ pub fn build_catalog(tools: &[ToolRecord]) -> Catalog {
         if !by_group.contains_key(&group) {
             order.push(group.clone());
         }
-        by_group.entry(group).or_default().push(ToolDeclaration {
-            name: local,
-            description,
-            input_schema: schema,
-            ..Default::default()
-        });
+        by_group.entry(group).or_default().push(ToolDeclaration { name: local, description, input_schema: schema, ..Default::default() });
     }
     let mut def = AgentDefinition::default();
     for g in order {
@@ -216,9 +203,7 @@ fn read_jsonl<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| {
-            serde_json::from_str(l).with_context(|| format!("{}:{}", path.display(), i + 1))
-        })
+        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("{}:{}", path.display(), i + 1)))
         .collect()
 }
 
@@ -231,12 +216,7 @@ pub fn load_set(dir: &Path) -> Result<Option<DataSet>> {
     let tools: Vec<ToolRecord> = read_jsonl(&dir.join("tools.jsonl"))?;
     let records: Vec<QueryRecord> = read_jsonl(&queries_path)?;
     let catalog = build_catalog(&tools);
-    let by_id: HashMap<&str, u32> = catalog
-        .ids
-        .iter()
-        .enumerate()
-        .map(|(i, id)| (id.as_str(), i as u32))
-        .collect();
+    let by_id: HashMap<&str, u32> = catalog.ids.iter().enumerate().map(|(i, id)| (id.as_str(), i as u32)).collect();
     let mut unknown_relevant = 0;
     let mut queries = Vec::with_capacity(records.len());
     for q in records {
@@ -250,24 +230,11 @@ pub fn load_set(dir: &Path) -> Result<Option<DataSet>> {
         }
         // A query without a known relevant tool has no recall to measure.
         if !relevant.is_empty() {
-            queries.push(EvalQuery {
-                id: q.id,
-                text: q.text,
-                split: q.split,
-                relevant,
-            });
+            queries.push(EvalQuery { id: q.id, text: q.text, split: q.split, relevant });
         }
     }
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    Ok(Some(DataSet {
-        name,
-        catalog,
-        queries,
-        unknown_relevant,
-    }))
+    let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    Ok(Some(DataSet { name, catalog, queries, unknown_relevant }))
 }
 
 /// Loads every set under `root` that has queries (sorted by name), or only the named ones.
@@ -280,10 +247,7 @@ pub fn load_sets(root: &Path, only: Option<&[String]>) -> Result<Vec<DataSet>> {
     dirs.sort();
     let mut sets = Vec::new();
     for dir in dirs {
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         if only.is_some_and(|o| !o.contains(&name)) {
             continue;
         }
@@ -294,10 +258,7 @@ pub fn load_sets(root: &Path, only: Option<&[String]>) -> Result<Vec<DataSet>> {
     if let Some(o) = only {
         for want in o {
             if !sets.iter().any(|s| &s.name == want) {
-                bail!(
-                    "no set with queries named {want:?} under {}",
-                    root.display()
-                );
+                bail!("no set with queries named {want:?} under {}", root.display());
             }
         }
     }
@@ -309,24 +270,14 @@ pub fn recall_at(ranked: &[u32], relevant: &[u32], k: usize) -> f64 {
     if relevant.is_empty() {
         return 0.0;
     }
-    let found = ranked
-        .iter()
-        .take(k)
-        .filter(|d| relevant.contains(d))
-        .count();
+    let found = ranked.iter().take(k).filter(|d| relevant.contains(d)).count();
     found as f64 / relevant.len() as f64
 }
 
 /// nDCG@k with binary relevance.
 pub fn ndcg_at(ranked: &[u32], relevant: &[u32], k: usize) -> f64 {
     let gain = |i: usize| 1.0 / ((i + 2) as f64).log2();
-    let dcg: f64 = ranked
-        .iter()
-        .take(k)
-        .enumerate()
-        .filter(|(_, d)| relevant.contains(d))
-        .map(|(i, _)| gain(i))
-        .sum();
+    let dcg: f64 = ranked.iter().take(k).enumerate().filter(|(_, d)| relevant.contains(d)).map(|(i, _)| gain(i)).sum();
     let ideal: f64 = (0..relevant.len().min(k)).map(gain).sum();
     // An empty float sum is -0.0; report a plain 0.
     if dcg > 0.0 { dcg / ideal } else { 0.0 }
@@ -352,9 +303,8 @@ pub const BM25_B: f32 = 0.75;
 
 /// Lucene's English stop words (also bm25s's `en` list). Sorted (binary search).
 const BM25_STOP_WORDS: [&str; 33] = [
-    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it",
-    "no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these",
-    "they", "this", "to", "was", "will", "with",
+    "a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it", "no", "not", "of", "on", "or", "such", "that",
+    "the", "their", "then", "there", "these", "they", "this", "to", "was", "will", "with",
 ];
 
 /// Lower-cased words of `text`, split at non-alphanumerics and at lower→Upper
@@ -368,8 +318,7 @@ fn identifier_words(text: &str) -> Vec<String> {
             && c.is_uppercase()
             && (chars[i - 1].is_lowercase()
                 || chars[i - 1].is_numeric()
-                || (chars[i - 1].is_uppercase()
-                    && chars.get(i + 1).is_some_and(|n| n.is_lowercase())));
+                || (chars[i - 1].is_uppercase() && chars.get(i + 1).is_some_and(|n| n.is_lowercase())));
         if (!c.is_alphanumeric() || boundary) && !word.is_empty() {
             out.push(std::mem::take(&mut word));
         }
@@ -384,9 +333,7 @@ fn identifier_words(text: &str) -> Vec<String> {
 }
 
 fn bm25_tokens(text: &str) -> impl Iterator<Item = String> {
-    identifier_words(text).into_iter().filter(|w| {
-        w.chars().nth(1).is_some() && BM25_STOP_WORDS.binary_search(&w.as_str()).is_err()
-    })
+    identifier_words(text).into_iter().filter(|w| w.chars().nth(1).is_some() && BM25_STOP_WORDS.binary_search(&w.as_str()).is_err())
 }
 
 impl Bm25 {
@@ -395,14 +342,7 @@ impl Bm25 {
         let bags: Vec<Vec<u32>> = docs
             .iter()
             .map(|d| {
-                let text = [
-                    d.name.as_str(),
-                    &d.group,
-                    &d.description,
-                    &d.property_names.join(" "),
-                    &d.schema_descriptions.join(" "),
-                ]
-                .join(" ");
+                let text = [d.name.as_str(), &d.group, &d.description, &d.property_names.join(" "), &d.schema_descriptions.join(" ")].join(" ");
                 bm25_tokens(&text)
                     .map(|t| {
                         let next = vocab.len() as u32;
@@ -433,12 +373,7 @@ impl Bm25 {
                 (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
             })
             .collect();
-        Bm25 {
-            vocab,
-            postings,
-            idf,
-            canon_rank: canonical_ranks(docs),
-        }
+        Bm25 { vocab, postings, idf, canon_rank: canonical_ranks(docs) }
     }
 
     /// Top `k` docs by score, ties by canonical name.
@@ -452,10 +387,7 @@ impl Bm25 {
             }
         }
         let mut ranked: Vec<(u32, f32)> = scores.into_iter().collect();
-        ranked.sort_unstable_by(|a, b| {
-            b.1.total_cmp(&a.1)
-                .then(self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]))
-        });
+        ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then(self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize])));
         ranked.into_iter().take(k).map(|(d, _)| d).collect()
     }
 }
@@ -504,9 +436,7 @@ pub enum Half {
 
 fn half_of(id: &str) -> Half {
     // FNV-1a: stable across runs and platforms, unlike the std hasher.
-    let h = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
-    });
+    let h = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ b as u64).wrapping_mul(0x100_0000_01b3));
     if h & 1 == 0 { Half::A } else { Half::B }
 }
 
@@ -524,13 +454,7 @@ pub struct EvalOptions {
 
 impl Default for EvalOptions {
     fn default() -> Self {
-        EvalOptions {
-            max_queries: None,
-            half: None,
-            natural: NaturalConfig::default(),
-            rankers: Ranker::ALL.to_vec(),
-            per_query: false,
-        }
+        EvalOptions { max_queries: None, half: None, natural: NaturalConfig::default(), rankers: Ranker::ALL.to_vec(), per_query: false }
     }
 }
 
@@ -615,11 +539,7 @@ fn summarize(ranker: &str, outcomes: &[&Outcome]) -> RankerMetrics {
     let mean = |f: fn(&Outcome) -> f64| 100.0 * outcomes.iter().map(|o| f(o)).sum::<f64>() / n;
     let mut micros: Vec<f64> = outcomes.iter().map(|o| o.micros).collect();
     micros.sort_by(f64::total_cmp);
-    let (p50_us, p99_us) = if micros.is_empty() {
-        (0.0, 0.0)
-    } else {
-        (percentile(&micros, 0.5), percentile(&micros, 0.99))
-    };
+    let (p50_us, p99_us) = if micros.is_empty() { (0.0, 0.0) } else { (percentile(&micros, 0.5), percentile(&micros, 0.99)) };
     RankerMetrics {
         ranker: ranker.to_owned(),
         recall_at_1: mean(|o| o.r1),
@@ -643,11 +563,7 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
 
 /// The queries of `set` selected by `opts` (half, then evenly spaced sample).
 fn selected<'a>(set: &'a DataSet, opts: &EvalOptions) -> Vec<&'a EvalQuery> {
-    let pool: Vec<&EvalQuery> = set
-        .queries
-        .iter()
-        .filter(|q| opts.half.is_none_or(|h| half_of(&q.id) == h))
-        .collect();
+    let pool: Vec<&EvalQuery> = set.queries.iter().filter(|q| opts.half.is_none_or(|h| half_of(&q.id) == h)).collect();
     match opts.max_queries {
         Some(m) if m < pool.len() => (0..m).map(|i| pool[i * pool.len() / m]).collect(),
         _ => pool,
@@ -674,12 +590,7 @@ impl Built {
     fn top(&self, query: &str, k: usize) -> Vec<u32> {
         match self {
             Built::Keyword(i) => keyword_top(i, query, k),
-            Built::Natural(i) => i
-                .search(query, None, k)
-                .0
-                .into_iter()
-                .map(|(d, _)| d)
-                .collect(),
+            Built::Natural(i) => i.search(query, None, k).0.into_iter().map(|(d, _)| d).collect(),
             Built::Bm25(i) => i.top(query, k),
         }
     }
@@ -700,9 +611,7 @@ pub fn evaluate(set: &DataSet, opts: &EvalOptions) -> SetReport {
         let mut o = Vec::with_capacity(queries.len());
         let mut top = Vec::new();
         for q in &queries {
-            let mut runs: Vec<(Vec<u32>, f64)> = (0..TIMING_RUNS)
-                .map(|_| timed(|| built.top(&q.text, K)))
-                .collect();
+            let mut runs: Vec<(Vec<u32>, f64)> = (0..TIMING_RUNS).map(|_| timed(|| built.top(&q.text, K))).collect();
             runs.sort_by(|a, b| a.1.total_cmp(&b.1));
             let (ranked, us) = runs.swap_remove(TIMING_RUNS / 2);
             o.push(outcome(&ranked, &q.relevant, us));
@@ -719,12 +628,7 @@ pub fn evaluate(set: &DataSet, opts: &EvalOptions) -> SetReport {
         Row {
             split: split.to_owned(),
             queries: idx.len(),
-            rankers: opts
-                .rankers
-                .iter()
-                .zip(&outcomes)
-                .map(|(r, o)| summarize(r.name(), &idx.iter().map(|&i| &o[i]).collect::<Vec<_>>()))
-                .collect(),
+            rankers: opts.rankers.iter().zip(&outcomes).map(|(r, o)| summarize(r.name(), &idx.iter().map(|&i| &o[i]).collect::<Vec<_>>())).collect(),
         }
     };
     let mut rows = vec![row("all", &|_| true)];
@@ -734,11 +638,7 @@ pub fn evaluate(set: &DataSet, opts: &EvalOptions) -> SetReport {
             rows.push(row(split, &|q| q.split == *split));
         }
     }
-    let ids = |docs: &[u32]| -> Vec<String> {
-        docs.iter()
-            .map(|&d| set.catalog.ids[d as usize].clone())
-            .collect()
-    };
+    let ids = |docs: &[u32]| -> Vec<String> { docs.iter().map(|&d| set.catalog.ids[d as usize].clone()).collect() };
     let per_query = if opts.per_query {
         queries
             .iter()
@@ -747,37 +647,15 @@ pub fn evaluate(set: &DataSet, opts: &EvalOptions) -> SetReport {
                 id: q.id.clone(),
                 split: q.split.clone(),
                 relevant: ids(&q.relevant),
-                top: opts
-                    .rankers
-                    .iter()
-                    .zip(&tops)
-                    .map(|(r, t)| (r.name().to_owned(), ids(&t[i])))
-                    .collect(),
-                recall_at_10: opts
-                    .rankers
-                    .iter()
-                    .zip(&outcomes)
-                    .map(|(r, o)| (r.name().to_owned(), 100.0 * o[i].r10))
-                    .collect(),
-                micros: opts
-                    .rankers
-                    .iter()
-                    .zip(&outcomes)
-                    .map(|(r, o)| (r.name().to_owned(), o[i].micros))
-                    .collect(),
+                top: opts.rankers.iter().zip(&tops).map(|(r, t)| (r.name().to_owned(), ids(&t[i]))).collect(),
+                recall_at_10: opts.rankers.iter().zip(&outcomes).map(|(r, o)| (r.name().to_owned(), 100.0 * o[i].r10)).collect(),
+                micros: opts.rankers.iter().zip(&outcomes).map(|(r, o)| (r.name().to_owned(), o[i].micros)).collect(),
             })
             .collect()
     } else {
         Vec::new()
     };
-    SetReport {
-        set: set.name.clone(),
-        tools: docs.len(),
-        unknown_relevant: set.unknown_relevant,
-        build_ms,
-        rows,
-        queries: per_query,
-    }
+    SetReport { set: set.name.clone(), tools: docs.len(), unknown_relevant: set.unknown_relevant, build_ms, rows, queries: per_query }
 }
 
 /// Recall targets apply to a set's `all` row and to splits with at least this many queries:
@@ -866,35 +744,14 @@ pub fn render(run: &RunReport) -> String {
                 let _ = writeln!(
                     s,
                     "{:<16} {:<15} {:>6} {:<8} {:>6.2} {:>6.2} {:>6.2} {:>7.2} {:>8.1} {:>8.1}",
-                    rep.set,
-                    row.split,
-                    row.queries,
-                    m.ranker,
-                    m.recall_at_1,
-                    m.recall_at_5,
-                    m.recall_at_10,
-                    m.ndcg_at_10,
-                    m.p50_us,
-                    m.p99_us
+                    rep.set, row.split, row.queries, m.ranker, m.recall_at_1, m.recall_at_5, m.recall_at_10, m.ndcg_at_10, m.p50_us, m.p99_us
                 );
             }
         }
-        let builds: Vec<String> = rep
-            .build_ms
-            .iter()
-            .map(|(r, ms)| format!("{r} {ms:.1} ms"))
-            .collect();
-        let _ = writeln!(
-            s,
-            "  {} tools; index build: {}",
-            rep.tools,
-            builds.join(", ")
-        );
+        let builds: Vec<String> = rep.build_ms.iter().map(|(r, ms)| format!("{r} {ms:.1} ms")).collect();
+        let _ = writeln!(s, "  {} tools; index build: {}", rep.tools, builds.join(", "));
     }
-    let _ = writeln!(
-        s,
-        "\ntargets: natural R@10 ≥ bm25 + {TARGET_R10_MARGIN}, natural R@5 ≥ bm25, natural p99 ≤ {TARGET_P99_US} µs"
-    );
+    let _ = writeln!(s, "\ntargets: natural R@10 ≥ bm25 + {TARGET_R10_MARGIN}, natural R@5 ≥ bm25, natural p99 ≤ {TARGET_P99_US} µs");
     for c in &run.targets {
         let _ = writeln!(
             s,
@@ -916,10 +773,7 @@ pub fn render(run: &RunReport) -> String {
 
 /// Loads and evaluates every set under `root` (or the named ones).
 pub fn run(root: &Path, sets: Option<&[String]>, opts: &EvalOptions) -> Result<RunReport> {
-    let reports: Vec<SetReport> = load_sets(root, sets)?
-        .iter()
-        .map(|s| evaluate(s, opts))
-        .collect();
+    let reports: Vec<SetReport> = load_sets(root, sets)?.iter().map(|s| evaluate(s, opts)).collect();
     let targets = check_targets(&reports);
     Ok(RunReport {
         natural_config: opts.natural.clone(),

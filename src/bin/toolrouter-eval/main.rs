@@ -57,10 +57,8 @@ fn main() -> Result<()> {
     let args = Args::parse();
     let natural = match &args.natural_config {
         Some(p) => {
-            let text =
-                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            serde_json::from_str::<NaturalConfig>(&text)
-                .with_context(|| format!("parsing {}", p.display()))?
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            serde_json::from_str::<NaturalConfig>(&text).with_context(|| format!("parsing {}", p.display()))?
         }
         None => NaturalConfig::default(),
     };
@@ -85,8 +83,7 @@ fn main() -> Result<()> {
     let report = eval::run(&args.data, args.sets.as_deref(), &opts)?;
     print!("{}", eval::render(&report));
     if let Some(path) = &args.json {
-        std::fs::write(path, serde_json::to_string_pretty(&report)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }

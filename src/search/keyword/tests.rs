@@ -6,19 +6,11 @@ use crate::search::naive::naive_search;
 use serde_json::json;
 
 fn tool(group: &str, name: &str) -> SearchDoc {
-    SearchDoc {
-        name: name.into(),
-        group: group.into(),
-        canonical: format!("{}__{name}", group.replace('_', "_u")),
-        ..SearchDoc::default()
-    }
+    SearchDoc { name: name.into(), group: group.into(), canonical: format!("{}__{name}", group.replace('_', "_u")), ..SearchDoc::default() }
 }
 
 fn described(group: &str, name: &str, description: &str) -> SearchDoc {
-    SearchDoc {
-        description: description.into(),
-        ..tool(group, name)
-    }
+    SearchDoc { description: description.into(), ..tool(group, name) }
 }
 
 fn with_schema(mut doc: SearchDoc, schema: serde_json::Value) -> SearchDoc {
@@ -29,18 +21,12 @@ fn with_schema(mut doc: SearchDoc, schema: serde_json::Value) -> SearchDoc {
 /// Ranks through the index, checking the naive oracle agrees.
 fn ranked(docs: &[SearchDoc], query: &str, group: Option<&str>) -> Vec<Hit> {
     let hits = KeywordIndex::build(docs).search(query, group);
-    assert_eq!(
-        hits,
-        naive_search(docs, query, group),
-        "oracle disagrees on {query:?}"
-    );
+    assert_eq!(hits, naive_search(docs, query, group), "oracle disagrees on {query:?}");
     hits
 }
 
 fn canonicals<'a>(docs: &'a [SearchDoc], hits: &[Hit]) -> Vec<&'a str> {
-    hits.iter()
-        .map(|h| docs[h.doc as usize].canonical.as_str())
-        .collect()
+    hits.iter().map(|h| docs[h.doc as usize].canonical.as_str()).collect()
 }
 
 /// The single hit's score for `query` over one document.
@@ -52,15 +38,9 @@ fn score_of(doc: SearchDoc, query: &str) -> u32 {
 
 #[test]
 fn exact_local_name_ranks_first() {
-    let docs = [
-        described("crm", "lookup_customer", "Find a customer by lookup key."),
-        tool("crm", "lookup"),
-    ];
+    let docs = [described("crm", "lookup_customer", "Find a customer by lookup key."), tool("crm", "lookup")];
     let hits = ranked(&docs, "lookup", None);
-    assert_eq!(
-        canonicals(&docs, &hits),
-        ["crm__lookup", "crm__lookup_customer"]
-    );
+    assert_eq!(canonicals(&docs, &hits), ["crm__lookup", "crm__lookup_customer"]);
     assert!(hits[0].exact && !hits[1].exact);
 }
 
@@ -86,32 +66,19 @@ fn exact_match_preserves_separators() {
     let hits = ranked(&docs, "customer name", None);
     assert_eq!(hits.len(), 1);
     assert!(!hits[0].exact);
-    assert!(
-        ranked(&docs, "customer-name", None)
-            .iter()
-            .all(|h| !h.exact)
-    );
+    assert!(ranked(&docs, "customer-name", None).iter().all(|h| !h.exact));
 }
 
 #[test]
 fn canonical_name_query_does_not_filter_by_group() {
-    let docs = [
-        tool("crm", "customer_name"),
-        tool("billing", "customer_balance"),
-    ];
+    let docs = [tool("crm", "customer_name"), tool("billing", "customer_balance")];
     let hits = ranked(&docs, "crm__customer_name", None);
-    assert_eq!(
-        canonicals(&docs, &hits),
-        ["crm__customer_name", "billing__customer_balance"]
-    );
+    assert_eq!(canonicals(&docs, &hits), ["crm__customer_name", "billing__customer_balance"]);
 }
 
 #[test]
 fn group_parameter_filters_candidates_first() {
-    let docs = [
-        tool("crm", "customer_name"),
-        tool("billing", "customer_balance"),
-    ];
+    let docs = [tool("crm", "customer_name"), tool("billing", "customer_balance")];
     let hits = ranked(&docs, "customer", Some("billing"));
     assert_eq!(canonicals(&docs, &hits), ["billing__customer_balance"]);
     // An explicit group still filters a canonical-name query.
@@ -129,10 +96,7 @@ fn group_filter_is_exact_and_unknown_groups_have_no_candidates() {
 
 #[test]
 fn punctuation_only_query_matches_exact_names_only() {
-    let docs = [
-        tool("odd", "--"),
-        described("odd", "dash", "A dash -- here."),
-    ];
+    let docs = [tool("odd", "--"), described("odd", "dash", "A dash -- here.")];
     let hits = ranked(&docs, " -- ", None);
     assert_eq!(canonicals(&docs, &hits), ["odd__--"]);
     assert!(hits[0].exact && hits[0].matched == 0);
@@ -141,21 +105,11 @@ fn punctuation_only_query_matches_exact_names_only() {
 
 #[test]
 fn empty_query_browses_by_canonical_name() {
-    let docs = [
-        tool("crm", "zeta"),
-        tool("billing", "pay"),
-        tool("crm", "alpha"),
-    ];
+    let docs = [tool("crm", "zeta"), tool("billing", "pay"), tool("crm", "alpha")];
     for query in ["", "  \t\n"] {
         let hits = ranked(&docs, query, None);
-        assert_eq!(
-            canonicals(&docs, &hits),
-            ["billing__pay", "crm__alpha", "crm__zeta"]
-        );
-        assert!(
-            hits.iter()
-                .all(|h| !h.exact && h.matched == 0 && h.score == 0)
-        );
+        assert_eq!(canonicals(&docs, &hits), ["billing__pay", "crm__alpha", "crm__zeta"]);
+        assert!(hits.iter().all(|h| !h.exact && h.matched == 0 && h.score == 0));
     }
     let hits = ranked(&docs, "", Some("crm"));
     assert_eq!(canonicals(&docs, &hits), ["crm__alpha", "crm__zeta"]);
@@ -178,20 +132,14 @@ fn only_in_field(field: usize, text: &str) -> SearchDoc {
 #[test]
 fn each_field_matches_whole_words_for_13_minus_its_priority() {
     for (field, points) in (0..6).zip((7..=12).rev()) {
-        assert_eq!(
-            score_of(only_in_field(field, "refund_payment"), "payment"),
-            points
-        );
+        assert_eq!(score_of(only_in_field(field, "refund_payment"), "payment"), points);
     }
 }
 
 #[test]
 fn each_field_matches_substrings_for_7_minus_its_priority() {
     for (field, points) in (0..6).zip((1..=6).rev()) {
-        assert_eq!(
-            score_of(only_in_field(field, "prepayments"), "payment"),
-            points
-        );
+        assert_eq!(score_of(only_in_field(field, "prepayments"), "payment"), points);
     }
 }
 
@@ -204,13 +152,7 @@ fn strength_points_have_exact_values() {
 
 #[test]
 fn whole_word_beats_substring_across_fields() {
-    let docs = [
-        tool("g0", "prepayments"),
-        SearchDoc {
-            additional_search_text: "payment".into(),
-            ..tool("g0", "zz")
-        },
-    ];
+    let docs = [tool("g0", "prepayments"), SearchDoc { additional_search_text: "payment".into(), ..tool("g0", "zz") }];
     let hits = ranked(&docs, "payment", None);
     assert_eq!(canonicals(&docs, &hits), ["g0__zz", "g0__prepayments"]);
     assert_eq!((hits[0].score, hits[1].score), (7, 6));
@@ -218,10 +160,7 @@ fn whole_word_beats_substring_across_fields() {
 
 #[test]
 fn field_priority_decides_within_a_tier() {
-    let docs = [
-        with_schema(tool("g0", "a"), json!({"properties": {"invoice": {}}})),
-        described("g0", "b", "Sends an invoice."),
-    ];
+    let docs = [with_schema(tool("g0", "a"), json!({"properties": {"invoice": {}}})), described("g0", "b", "Sends an invoice.")];
     let hits = ranked(&docs, "invoice", None);
     assert_eq!(canonicals(&docs, &hits), ["g0__b", "g0__a"]);
     assert_eq!((hits[0].score, hits[1].score), (11, 9));
@@ -244,10 +183,7 @@ fn repeated_keywords_add_nothing() {
 
 #[test]
 fn repeated_text_adds_nothing() {
-    let docs = [
-        described("g0", "b", "payment payment payment, PAYMENT"),
-        described("g0", "a", "payment"),
-    ];
+    let docs = [described("g0", "b", "payment payment payment, PAYMENT"), described("g0", "a", "payment")];
     let hits = ranked(&docs, "payment", None);
     assert_eq!(canonicals(&docs, &hits), ["g0__a", "g0__b"]);
     assert_eq!(hits[0].score, hits[1].score);
@@ -255,13 +191,7 @@ fn repeated_text_adds_nothing() {
 
 #[test]
 fn more_distinct_keywords_beat_a_higher_score() {
-    let docs = [
-        SearchDoc {
-            additional_search_text: "refund later".into(),
-            ..tool("g0", "b")
-        },
-        tool("g0", "refund"),
-    ];
+    let docs = [SearchDoc { additional_search_text: "refund later".into(), ..tool("g0", "b") }, tool("g0", "refund")];
     let hits = ranked(&docs, "refund later", None);
     assert_eq!(canonicals(&docs, &hits), ["g0__b", "g0__refund"]);
     assert_eq!((hits[0].matched, hits[1].matched), (2, 1));
@@ -270,24 +200,14 @@ fn more_distinct_keywords_beat_a_higher_score() {
 
 #[test]
 fn ties_break_by_canonical_name_bytewise() {
-    let docs = [
-        described("crm", "alpha", "pay"),
-        described("crm", "Zeta", "pay"),
-        described("crm", "_b", "pay"),
-    ];
+    let docs = [described("crm", "alpha", "pay"), described("crm", "Zeta", "pay"), described("crm", "_b", "pay")];
     let hits = ranked(&docs, "pay", None);
-    assert_eq!(
-        canonicals(&docs, &hits),
-        ["crm__Zeta", "crm___b", "crm__alpha"]
-    );
+    assert_eq!(canonicals(&docs, &hits), ["crm__Zeta", "crm___b", "crm__alpha"]);
 }
 
 #[test]
 fn camel_case_queries_split_into_keywords() {
-    let docs = [with_schema(
-        tool("crm", "lookup"),
-        json!({"properties": {"customerName": {}}}),
-    )];
+    let docs = [with_schema(tool("crm", "lookup"), json!({"properties": {"customerName": {}}}))];
     let hits = ranked(&docs, "customerName", None);
     assert_eq!((hits[0].matched, hits[0].score), (2, 18));
 }
@@ -317,10 +237,7 @@ fn schema_defaults_examples_enums_consts_and_titles_do_not_match() {
 
 #[test]
 fn ref_targets_are_not_expanded() {
-    let docs = [with_schema(
-        tool("g0", "t0"),
-        json!({"properties": {"target": {"$ref": "https://example.com/walrus.json"}}}),
-    )];
+    let docs = [with_schema(tool("g0", "t0"), json!({"properties": {"target": {"$ref": "https://example.com/walrus.json"}}}))];
     assert!(ranked(&docs, "walrus", None).is_empty());
     assert_eq!(ranked(&docs, "target", None)[0].score, 9);
 }
@@ -346,46 +263,26 @@ fn defs_contents_and_nested_items_and_any_of_property_names_match() {
 
 #[test]
 fn payment_search_finds_exact_then_other_keyword_matches() {
-    let docs = [
-        tool("billing", "refund_payment"),
-        tool("billing", "payment_lookup"),
-        tool("billing", "payment"),
-    ];
+    let docs = [tool("billing", "refund_payment"), tool("billing", "payment_lookup"), tool("billing", "payment")];
     let hits = ranked(&docs, "payment", Some("billing"));
-    assert_eq!(
-        canonicals(&docs, &hits),
-        [
-            "billing__payment",
-            "billing__payment_lookup",
-            "billing__refund_payment"
-        ]
-    );
+    assert_eq!(canonicals(&docs, &hits), ["billing__payment", "billing__payment_lookup", "billing__refund_payment"]);
     assert!(hits[0].exact);
 }
 
 #[test]
 fn customer_name_query_finds_the_crm_lookup() {
     let docs = [with_schema(
-        described(
-            "crm",
-            "customer_name",
-            "Look up the display name for a customer ID.",
-        ),
+        described("crm", "customer_name", "Look up the display name for a customer ID."),
         json!({"type": "object", "properties": {"customer_id": {"type": "integer"}}}),
     )];
     let hits = ranked(&docs, "customer name", Some("crm"));
     assert_eq!(canonicals(&docs, &hits), ["crm__customer_name"]);
-    assert_eq!(
-        (hits[0].exact, hits[0].matched, hits[0].score),
-        (false, 2, 24)
-    );
+    assert_eq!((hits[0].exact, hits[0].matched, hits[0].score), (false, 2, 24));
 }
 
 #[test]
 fn search_top_returns_the_best_k_and_the_total() {
-    let docs: Vec<SearchDoc> = (0..20)
-        .map(|i| described("g0", &format!("t{i:02}"), "pay"))
-        .collect();
+    let docs: Vec<SearchDoc> = (0..20).map(|i| described("g0", &format!("t{i:02}"), "pay")).collect();
     let index = KeywordIndex::build(&docs);
     let all = index.search("pay", None);
     for k in [0, 1, 7, 20, 50] {
@@ -479,8 +376,7 @@ fn random_doc(rng: &mut Rng) -> SearchDoc {
     if name.is_empty() {
         name = "tool".into();
     }
-    let list =
-        |rng: &mut Rng, n, words| (0..rng.below(n)).map(|_| phrase(rng, words)).collect();
+    let list = |rng: &mut Rng, n, words| (0..rng.below(n)).map(|_| phrase(rng, words)).collect();
     SearchDoc {
         description: phrase(rng, 8),
         property_names: list(rng, 4, 2),
@@ -505,19 +401,11 @@ fn random_query(rng: &mut Rng, docs: &[SearchDoc]) -> String {
         }
         4 => {
             let doc = &docs[rng.below(docs.len())];
-            let name = if rng.below(2) == 0 {
-                &doc.name
-            } else {
-                &doc.canonical
-            };
+            let name = if rng.below(2) == 0 { &doc.name } else { &doc.canonical };
             format!(" {} ", recase(rng, name))
         }
         5 => rng.pick(&["--", "_", "?!", "__", "."]).to_owned(),
-        _ => format!(
-            "{} {}",
-            rng.pick(WORDS),
-            rng.pick(&["pa", "ment", "sTR", "xyz"])
-        ),
+        _ => format!("{} {}", rng.pick(WORDS), rng.pick(&["pa", "ment", "sTR", "xyz"])),
     }
 }
 
@@ -536,11 +424,7 @@ fn index_agrees_with_naive_search_on_pseudo_random_catalogs() {
             _ => None,
         };
         let all = index.search(&query, group);
-        assert_eq!(
-            all,
-            naive_search(&docs, &query, group),
-            "{query:?} in {group:?}"
-        );
+        assert_eq!(all, naive_search(&docs, &query, group), "{query:?} in {group:?}");
         for k in [0, 1, 5, 1_000] {
             let (top, total) = index.search_top(&query, group, k);
             assert_eq!(total, all.len());

@@ -203,10 +203,7 @@ pub(super) fn for_each_word(text: &str, max: usize, mut f: impl FnMut(&str)) {
         } else {
             // A non-empty `word` means `prev` is alphanumeric.
             let next_lower = chars.peek().is_some_and(|n| n.is_lowercase());
-            if !word.is_empty()
-                && c.is_uppercase()
-                && (prev.is_lowercase() || prev.is_numeric() || (prev.is_uppercase() && next_lower))
-            {
+            if !word.is_empty() && c.is_uppercase() && (prev.is_lowercase() || prev.is_numeric() || (prev.is_uppercase() && next_lower)) {
                 emit(&mut word, &mut count);
             }
             word.extend(c.to_lowercase());
@@ -234,10 +231,7 @@ pub(super) struct Analyzer {
 
 impl Analyzer {
     pub(super) fn new(stem: bool, stop_words: bool) -> Self {
-        Analyzer {
-            stemmer: stem.then(|| Stemmer::create(Algorithm::English)),
-            stop_words,
-        }
+        Analyzer { stemmer: stem.then(|| Stemmer::create(Algorithm::English)), stop_words }
     }
 
     /// Whether a word of tool text is left out of the index.
@@ -278,51 +272,29 @@ mod tests {
 
     #[test]
     fn splits_identifiers() {
-        assert_eq!(
-            words("get_current_stock_price"),
-            ["get", "current", "stock", "price"]
-        );
+        assert_eq!(words("get_current_stock_price"), ["get", "current", "stock", "price"]);
         assert_eq!(words("customerName"), ["customer", "name"]);
         assert_eq!(words("HTTPServer"), ["http", "server"]);
         assert_eq!(words("v2Api oauth2"), ["v2", "api", "oauth2"]);
         assert_eq!(words("crm__find-customer"), ["crm", "find", "customer"]);
-        assert_eq!(
-            words("ResearchHelper, l'état"),
-            ["research", "helper", "l", "état"]
-        );
+        assert_eq!(words("ResearchHelper, l'état"), ["research", "helper", "l", "état"]);
     }
 
     #[test]
     fn stems_english() {
         let a = Analyzer::new(true, false);
-        let words = [
-            "papers",
-            "parking",
-            "generated",
-            "searches",
-            "running",
-            "studies",
-        ];
+        let words = ["papers", "parking", "generated", "searches", "running", "studies"];
         let stems: Vec<String> = words.iter().map(|w| a.stem(w)).collect();
-        assert_eq!(
-            stems,
-            ["paper", "park", "generat", "search", "run", "studi"]
-        );
+        assert_eq!(stems, ["paper", "park", "generat", "search", "run", "studi"]);
         assert_eq!(Analyzer::new(false, false).stem("papers"), "papers");
     }
 
     #[test]
     fn drops_stop_words_and_query_boilerplate() {
         let a = Analyzer::new(true, true);
-        assert_eq!(
-            a.query_words("Can you please help me find the weather?"),
-            ["find", "weather"]
-        );
+        assert_eq!(a.query_words("Can you please help me find the weather?"), ["find", "weather"]);
         // Boilerplate is query-only: a tool may well be about "help".
-        let kept: Vec<String> = words("Help for the CLI")
-            .into_iter()
-            .filter(|w| !a.is_doc_stop(w))
-            .collect();
+        let kept: Vec<String> = words("Help for the CLI").into_iter().filter(|w| !a.is_doc_stop(w)).collect();
         assert_eq!(kept, ["help", "cli"]);
         // A query of filler only keeps its words rather than matching nothing.
         assert_eq!(a.query_words("help me"), ["help", "me"]);
@@ -331,10 +303,7 @@ mod tests {
     #[test]
     fn long_queries_are_cut() {
         let a = Analyzer::new(true, true);
-        assert_eq!(
-            a.query_words(&"weather ".repeat(10_000)).len(),
-            MAX_QUERY_WORDS
-        );
+        assert_eq!(a.query_words(&"weather ".repeat(10_000)).len(), MAX_QUERY_WORDS);
     }
 
     #[test]

@@ -14,43 +14,21 @@ fn doc(group: &str, name: &str, description: &str) -> SearchDoc {
 
 fn catalog() -> Vec<SearchDoc> {
     vec![
-        doc(
-            "weather",
-            "get_forecast",
-            "Weather forecast for a city for the next days.",
-        ),
-        doc(
-            "weather",
-            "air_quality",
-            "Air quality index for a zip code.",
-        ),
+        doc("weather", "get_forecast", "Weather forecast for a city for the next days."),
+        doc("weather", "air_quality", "Air quality index for a zip code."),
         doc("crm", "getCustomerName", "Look up a person's display name."),
-        doc(
-            "crm",
-            "delete_customer",
-            "Delete a customer record permanently.",
-        ),
+        doc("crm", "delete_customer", "Delete a customer record permanently."),
         doc("papers", "search", "Search academic papers by topic."),
         doc("cli", "usage", "Help for the command line."),
     ]
 }
 
 fn names(docs: &[SearchDoc], hits: &[(u32, f32)]) -> Vec<String> {
-    hits.iter()
-        .map(|&(d, _)| docs[d as usize].canonical.clone())
-        .collect()
+    hits.iter().map(|&(d, _)| docs[d as usize].canonical.clone()).collect()
 }
 
-fn top(
-    docs: &[SearchDoc],
-    cfg: &NaturalConfig,
-    query: &str,
-    group: Option<&str>,
-) -> Vec<String> {
-    names(
-        docs,
-        &NaturalIndex::build(docs, cfg).search(query, group, 10).0,
-    )
+fn top(docs: &[SearchDoc], cfg: &NaturalConfig, query: &str, group: Option<&str>) -> Vec<String> {
+    names(docs, &NaturalIndex::build(docs, cfg).search(query, group, 10).0)
 }
 
 #[test]
@@ -64,37 +42,19 @@ fn identifiers_are_split_into_words() {
     let docs = catalog();
     let cfg = NaturalConfig::default();
     // camelCase name matched by plain words; snake_case name and `group__tool` likewise.
-    assert_eq!(
-        top(&docs, &cfg, "customer name", None)[0],
-        "crm__getCustomerName"
-    );
-    assert_eq!(
-        top(&docs, &cfg, "the air quality please", None)[0],
-        "weather__air_quality"
-    );
-    assert_eq!(
-        top(&docs, &cfg, "crm delete customer", None)[0],
-        "crm__delete_customer"
-    );
+    assert_eq!(top(&docs, &cfg, "customer name", None)[0], "crm__getCustomerName");
+    assert_eq!(top(&docs, &cfg, "the air quality please", None)[0], "weather__air_quality");
+    assert_eq!(top(&docs, &cfg, "crm delete customer", None)[0], "crm__delete_customer");
 }
 
 #[test]
 fn stemming_matches_word_forms() {
     let docs = catalog();
     let stemmed = NaturalConfig::default();
-    let plain = NaturalConfig {
-        stem: false,
-        ..NaturalConfig::default()
-    };
-    assert_eq!(
-        top(&docs, &stemmed, "forecasts", None)[0],
-        "weather__get_forecast"
-    );
+    let plain = NaturalConfig { stem: false, ..NaturalConfig::default() };
+    assert_eq!(top(&docs, &stemmed, "forecasts", None)[0], "weather__get_forecast");
     assert!(top(&docs, &plain, "forecasts", None).is_empty());
-    assert_eq!(
-        top(&docs, &stemmed, "searching for a paper", None)[0],
-        "papers__search"
-    );
+    assert_eq!(top(&docs, &stemmed, "searching for a paper", None)[0], "papers__search");
 }
 
 #[test]
@@ -103,77 +63,28 @@ fn request_boilerplate_does_not_match() {
     let cfg = NaturalConfig::default();
     // "help" is boilerplate in a request: the weather words decide.
     let idx = NaturalIndex::build(&docs, &cfg);
-    let (hits, total) = idx.search(
-        "Can you please help me with the weather forecast?",
-        None,
-        10,
-    );
+    let (hits, total) = idx.search("Can you please help me with the weather forecast?", None, 10);
     assert_eq!(names(&docs, &hits)[0], "weather__get_forecast");
-    assert!(
-        !names(&docs, &hits).contains(&"cli__usage".to_owned()),
-        "{total}"
-    );
+    assert!(!names(&docs, &hits).contains(&"cli__usage".to_owned()), "{total}");
     // A query of boilerplate only still searches its words.
     assert_eq!(top(&docs, &cfg, "help", None), ["cli__usage"]);
     // Without stop words, function words match too.
-    let no_stop = NaturalConfig {
-        stop_words: false,
-        ..NaturalConfig::default()
-    };
-    assert!(
-        NaturalIndex::build(&docs, &no_stop)
-            .search("for the", None, 10)
-            .1
-            > 0
-    );
-    assert_eq!(
-        NaturalIndex::build(&docs, &cfg)
-            .search("for the", None, 10)
-            .1,
-        0
-    );
+    let no_stop = NaturalConfig { stop_words: false, ..NaturalConfig::default() };
+    assert!(NaturalIndex::build(&docs, &no_stop).search("for the", None, 10).1 > 0);
+    assert_eq!(NaturalIndex::build(&docs, &cfg).search("for the", None, 10).1, 0);
 }
 
 #[test]
 fn field_weights_decide_between_fields() {
     // "record" is in the name of one tool and the description of the other.
-    let docs = vec![
-        doc("a", "record_audio", "Capture sound from the microphone."),
-        doc("b", "archive", "Store a record in the archive."),
-    ];
+    let docs = vec![doc("a", "record_audio", "Capture sound from the microphone."), doc("b", "archive", "Store a record in the archive.")];
     // Plain BM25F: no name-coverage bonus, group prior or feedback.
-    let by_name = NaturalConfig {
-        name_coverage: 0.0,
-        prf_docs: 0,
-        group_prior: 0.0,
-        ..NaturalConfig::default()
-    };
-    assert_eq!(
-        top(&docs, &by_name, "record", None),
-        ["a__record_audio", "b__archive"]
-    );
-    let by_description = NaturalConfig {
-        name: FieldParams {
-            weight: 0.2,
-            b: 0.8,
-        },
-        description: FieldParams {
-            weight: 3.0,
-            b: 0.5,
-        },
-        ..by_name.clone()
-    };
-    assert_eq!(
-        top(&docs, &by_description, "record", None),
-        ["b__archive", "a__record_audio"]
-    );
-    let name_ignored = NaturalConfig {
-        name: FieldParams {
-            weight: 0.0,
-            b: 0.0,
-        },
-        ..by_name
-    };
+    let by_name = NaturalConfig { name_coverage: 0.0, prf_docs: 0, group_prior: 0.0, ..NaturalConfig::default() };
+    assert_eq!(top(&docs, &by_name, "record", None), ["a__record_audio", "b__archive"]);
+    let by_description =
+        NaturalConfig { name: FieldParams { weight: 0.2, b: 0.8 }, description: FieldParams { weight: 3.0, b: 0.5 }, ..by_name.clone() };
+    assert_eq!(top(&docs, &by_description, "record", None), ["b__archive", "a__record_audio"]);
+    let name_ignored = NaturalConfig { name: FieldParams { weight: 0.0, b: 0.0 }, ..by_name };
     assert_eq!(top(&docs, &name_ignored, "record", None), ["b__archive"]);
 }
 
@@ -182,27 +93,14 @@ fn exact_name_ranks_first() {
     let docs = catalog();
     let cfg = NaturalConfig::default();
     assert_eq!(top(&docs, &cfg, " SEARCH ", None)[0], "papers__search");
-    assert_eq!(
-        top(&docs, &cfg, "crm__delete_customer", None)[0],
-        "crm__delete_customer"
-    );
+    assert_eq!(top(&docs, &cfg, "crm__delete_customer", None)[0], "crm__delete_customer");
 }
 
 #[test]
 fn ties_break_by_canonical_name_whatever_the_doc_order() {
-    let mut docs = vec![
-        doc("zeta", "lookup", "Find a city."),
-        doc("alpha", "lookup", "Find a city."),
-        doc("alpha_x", "lookup", "Find a city."),
-    ];
+    let mut docs = vec![doc("zeta", "lookup", "Find a city."), doc("alpha", "lookup", "Find a city."), doc("alpha_x", "lookup", "Find a city.")];
     // Same text and equal group text: equal scores.
-    let cfg = NaturalConfig {
-        group: FieldParams {
-            weight: 0.0,
-            b: 0.0,
-        },
-        ..NaturalConfig::default()
-    };
+    let cfg = NaturalConfig { group: FieldParams { weight: 0.0, b: 0.0 }, ..NaturalConfig::default() };
     let expected = ["alpha__lookup", "alpha_ux__lookup", "zeta__lookup"];
     assert_eq!(top(&docs, &cfg, "find city", None), expected);
     docs.reverse();
@@ -219,10 +117,7 @@ fn deterministic_across_builds_and_queries() {
         let first = a.search(q, None, 10);
         assert_eq!(first, a.search(q, None, 10));
         assert_eq!(first, b.search(q, None, 10));
-        assert!(
-            first.0.windows(2).all(|w| w[0].1 >= w[1].1),
-            "{q}: descending scores"
-        );
+        assert!(first.0.windows(2).all(|w| w[0].1 >= w[1].1), "{q}: descending scores");
     }
 }
 

@@ -90,6 +90,9 @@ impl ErrorCode {
     }
 }
 
+/// The one message of every refused credential: nothing about why it failed.
+pub const UNAUTHENTICATED_MESSAGE: &str = "missing or invalid credentials";
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("invalid argument: {}", summarize(.0))]
@@ -104,6 +107,8 @@ pub enum Error {
     Unavailable(String),
     #[error("{0}")]
     DeadlineExceeded(String),
+    #[error("{UNAUTHENTICATED_MESSAGE}")]
+    Unauthenticated,
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -125,6 +130,7 @@ impl Error {
             Error::ResourceExhausted(_) => ErrorCode::ResourceExhausted,
             Error::Unavailable(_) => ErrorCode::Unavailable,
             Error::DeadlineExceeded(_) => ErrorCode::DeadlineExceeded,
+            Error::Unauthenticated => ErrorCode::Unauthenticated,
             Error::Internal(_) => ErrorCode::Internal,
         }
     }

@@ -9,11 +9,11 @@ use tonic::{Request, Response, Status};
 use super::convert::{self, pb_entry, pb_version};
 use super::status::{invalid, to_status};
 use crate::admission::{Addressed, Admission, CallContext, Principal, RequestContext};
-use crate::auth::UNAUTHENTICATED_MESSAGE;
 use crate::auth::limits::Limits;
 use crate::call::{self, Reply};
 use crate::control::ModelToolKind;
 use crate::control::discovery::{self, Detail, DetailRequest, DiscoverRequest, DiscoveryError, ListToolsRequest};
+use crate::error::Error;
 use crate::invoke::{DeferredKind, DeferredState, ListDeferred, Outcome, Resolution, Router};
 use crate::pb;
 use crate::pb::convert::timestamp;
@@ -23,7 +23,7 @@ use crate::registry::Registry;
 /// `default` when authentication is off). A request that did not pass the layer has none
 /// and is refused.
 fn principal<T>(req: &Request<T>) -> Result<Principal, Status> {
-    req.extensions().get::<Principal>().cloned().ok_or_else(|| Status::unauthenticated(UNAUTHENTICATED_MESSAGE))
+    req.extensions().get::<Principal>().cloned().ok_or_else(|| to_status(Error::Unauthenticated))
 }
 
 /// How long the client waits for the answer (`grpc-timeout`: digits and a unit).

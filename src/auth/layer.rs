@@ -12,6 +12,7 @@ use tonic_types::{ErrorDetails, StatusExt};
 
 use super::limits::{RateLimit, RateLimiter};
 use super::{AuthError, Authenticator, Principal, UNAUTHENTICATED_MESSAGE};
+use crate::error::ErrorCode;
 
 /// Services anyone may call: probes and schema discovery carry no tenant data.
 const OPEN: [&str; 3] = ["/grpc.health.v1.Health/", "/grpc.reflection.v1.ServerReflection/", "/grpc.reflection.v1alpha.ServerReflection/"];
@@ -102,10 +103,10 @@ where
 /// Lets an authenticated caller within its tenant's rate through, with its principal in the
 /// request's extensions.
 fn admit<B>(principal: Result<Principal, AuthError>, rate: &RateLimiter, req: &mut http::Request<B>) -> Result<(), tonic::Status> {
-    let principal = principal.map_err(|_| tonic::Status::unauthenticated(UNAUTHENTICATED_MESSAGE))?;
+    let principal = principal.map_err(|_| tonic::Status::new(Code::from_i32(ErrorCode::Unauthenticated.grpc()), UNAUTHENTICATED_MESSAGE))?;
     if let Err(wait) = rate.check(&principal.tenant) {
         return Err(tonic::Status::with_error_details(
-            Code::ResourceExhausted,
+            Code::from_i32(ErrorCode::ResourceExhausted.grpc()),
             format!("request rate limit of this tenant reached; retry in {} ms", wait.as_millis().max(1)),
             ErrorDetails::with_retry_info(Some(wait)),
         ));

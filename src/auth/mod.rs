@@ -32,8 +32,7 @@ pub use layer::AuthLayer;
 /// The identity claim that always carries the authenticated tenant.
 pub const TENANT_CLAIM: &str = "tenant_id";
 
-/// The one message of every refused credential: nothing about why a key failed.
-pub const UNAUTHENTICATED_MESSAGE: &str = "missing or invalid credentials";
+pub use crate::error::UNAUTHENTICATED_MESSAGE;
 
 /// Why a request was refused. All become `UNAUTHENTICATED` with the same message.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]

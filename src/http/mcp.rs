@@ -120,7 +120,7 @@ struct AgentMcp {
 /// session, the identity of its credential.
 async fn admit(admission: &Admission, cx: &RequestContext<RoleServer>) -> Result<CallContext, ErrorData> {
     let parts =
-        cx.extensions.get::<http::request::Parts>().ok_or_else(|| ErrorData::internal_error("the MCP endpoint is served over HTTP only", None))?;
+        cx.extensions.get::<http::request::Parts>().ok_or_else(|| mcp_error(Error::Internal("the MCP endpoint is served over HTTP only".into())))?;
     let path = parts.uri.path();
     let rest = path.strip_prefix("/mcp/agents/").unwrap_or_default();
     let (agent_id, version) = match rest.split_once("/versions/") {
@@ -129,7 +129,7 @@ async fn admit(admission: &Admission, cx: &RequestContext<RoleServer>) -> Result
             v.parse::<u32>()
                 .ok()
                 .filter(|v| *v > 0)
-                .ok_or_else(|| ErrorData::invalid_params(format!("{v:?} is not a version number (1, 2, …)"), None))?,
+                .ok_or_else(|| mcp_error(Error::invalid("version", format!("{v:?} is not a version number (1, 2, …)"))))?,
         ),
         None => (rest.trim_end_matches('/'), 0),
     };
@@ -187,7 +187,7 @@ impl ServerHandler for AgentMcp {
         let arguments = request.arguments.map(|a| Value::Object(a).to_string()).unwrap_or_else(|| "{}".into());
         let max = self.guard.limits.max_arguments_bytes;
         if arguments.len() > max {
-            return Err(ErrorData::invalid_params(format!("arguments are {} bytes, over the limit of {max}", arguments.len()), None));
+            return Err(mcp_error(Error::invalid("arguments", format!("arguments are {} bytes, over the limit of {max}", arguments.len()))));
         }
         let cx = admit(&self.guard.admission, &cx).await?;
         // MCP has no tool call ids: each tools/call is a call of its own.

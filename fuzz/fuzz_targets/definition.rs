@@ -54,7 +54,7 @@ fn from_protobuf(mut body: &[u8]) {
         Err(other) => panic!("conversion failed with {other:?}"),
     };
     let mut problems = Vec::new();
-    let tools = convert::tool_decls(listing.tools, "tools", &mut problems);
+    let tools = toolrouter::pb::convert::tool_decls(listing.tools, "tools", &mut problems);
     let listed = def.sources.iter().filter(|s| lists_later(&s.kind)).map(|s| (s.id.clone(), tools.clone())).collect();
     check_definition(&def, &listed, true);
 }

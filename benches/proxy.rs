@@ -324,13 +324,15 @@ struct Throughput {
 async fn store_only(url: &str, n: usize, total: usize, tasks: usize) -> (Latency, Throughput) {
     let store = toolrouter::store::Store::open(url).await.expect("store opens");
     let outcome = r#"{"result":{"content_json":"{\"ok\":true,\"echo\":\"pong\"}","is_error":false}}"#;
+    let claim_req = toolrouter::store::ClaimRequest { fingerprint: "f".into(), owner: "bench".into(), now: 1, lease_until: 15_001 };
     let mut samples = Vec::with_capacity(n);
     for i in 0..WARMUP + n {
         let id = format!("s{i}");
         let t = Instant::now();
-        let claim = store.claim_call("default", AGENT, "store-run", &id, 1).await.expect("claim");
+        let key = toolrouter::store::CallKey::new("default", AGENT, "store-run", &id);
+        let claim = store.claim_call(&key, &claim_req).await.expect("claim");
         assert_eq!(claim, toolrouter::store::Claim::New);
-        store.finish_call("default", AGENT, "store-run", &id, outcome, 2).await.expect("finish");
+        store.finish_call(&key, outcome, 2).await.expect("finish");
         if i >= WARMUP {
             samples.push(t.elapsed());
         }
@@ -341,7 +343,7 @@ async fn store_only(url: &str, n: usize, total: usize, tasks: usize) -> (Latency
     let t = Instant::now();
     let handles: Vec<_> = (0..tasks)
         .map(|task| {
-            let (store, next) = (store.clone(), next.clone());
+            let (store, next, claim_req) = (store.clone(), next.clone(), claim_req.clone());
             tokio::spawn(async move {
                 let run = format!("store-tp-{task}");
                 loop {
@@ -350,8 +352,9 @@ async fn store_only(url: &str, n: usize, total: usize, tasks: usize) -> (Latency
                         break;
                     }
                     let id = format!("c{i}");
-                    store.claim_call("default", AGENT, &run, &id, 1).await.expect("claim");
-                    store.finish_call("default", AGENT, &run, &id, outcome, 2).await.expect("finish");
+                    let key = toolrouter::store::CallKey::new("default", AGENT, &run, &id);
+                    store.claim_call(&key, &claim_req).await.expect("claim");
+                    store.finish_call(&key, outcome, 2).await.expect("finish");
                 }
             })
         })

@@ -131,6 +131,17 @@ pub enum ModelFault {
     ToolError {
         message: String,
     },
+    /// A tool call id of the run used again for another tool or other arguments (the typed
+    /// RPCs refuse it with FAILED_PRECONDITION instead).
+    ToolCallIdReused {
+        tool_call_id: String,
+    },
+    /// The tool ran, but its result was over the size limit and was dropped.
+    ResultTooLarge {
+        tool: String,
+        size: usize,
+        limit: usize,
+    },
 }
 
 impl ModelFault {
@@ -157,6 +168,8 @@ impl ModelFault {
             ModelFault::Denied { .. } => "denied",
             ModelFault::ExecutorStatus { code, .. } => code,
             ModelFault::ToolError { .. } => "tool_error",
+            ModelFault::ToolCallIdReused { .. } => "tool_call_id_reused",
+            ModelFault::ResultTooLarge { .. } => "result_too_large",
         }
     }
 
@@ -190,6 +203,12 @@ impl ModelFault {
                 format!("The call to {tool} was denied. Do not retry it; ask the user how to proceed.")
             }
             ModelFault::Denied { tool, message } => format!("The call to {tool} was denied: {message}"),
+            ModelFault::ToolCallIdReused { tool_call_id } => format!(
+                "The tool call id {tool_call_id:?} was already used in this run for another call. Nothing was run. Give every tool call its own id."
+            ),
+            ModelFault::ResultTooLarge { tool, size, limit } => format!(
+                "{tool} ran, but its result ({size} bytes) was over the {limit}-byte limit and was dropped. Do not call it again the same way: ask for less (a narrower query, a page, fewer fields)."
+            ),
         }
     }
 

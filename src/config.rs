@@ -11,6 +11,9 @@ use crate::clock::{Clock, SystemClock};
 use crate::invoke::RouterConfig;
 use crate::upstream::UpstreamConfig;
 
+/// Seven days.
+pub const DEFAULT_RETENTION_SECS: u64 = 7 * 24 * 3600;
+
 #[derive(Debug, Parser)]
 #[command(name = "toolrouter", version, about = "Routes LLM tool calls: grouped discovery, validation, executors, deferred records")]
 pub struct Cli {
@@ -51,6 +54,15 @@ pub struct ServeArgs {
     /// Runs idle this long (seconds) are forgotten.
     #[arg(long, default_value_t = 24 * 3600, env = "TOOLROUTER_RUN_IDLE_SECS")]
     pub run_idle_secs: u64,
+    /// A claimed tool call (or an approved call being carried out) is held under a lease its
+    /// replica renews; a retry learns the replica is gone within this many seconds (plus a
+    /// poll) and gets the uncertain outcome.
+    #[arg(long, default_value_t = 15, env = "TOOLROUTER_CLAIM_LEASE_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub claim_lease_secs: u64,
+    /// Call records, resolved and expired deferred records are deleted this many seconds
+    /// after their last change (exactly-once holds within it).
+    #[arg(long, default_value_t = DEFAULT_RETENTION_SECS, env = "TOOLROUTER_RETENTION_SECS", value_parser = clap::value_parser!(u64).range(60..))]
+    pub retention_secs: u64,
     /// Turn auto-pinning off for every definition.
     #[arg(long, env = "TOOLROUTER_DISABLE_AUTO_PIN")]
     pub disable_auto_pin: bool,
@@ -173,6 +185,10 @@ pub struct ServerConfig {
     pub clock: Arc<dyn Clock>,
     /// How long shutdown waits for calls in flight.
     pub grace: Duration,
+    /// Call records, resolved deferred records and the like are deleted after this.
+    pub retention: Duration,
+    /// How often idle runs, expired records and old records are swept.
+    pub sweep_every: Duration,
     /// How long default versions and run pins read from the store are trusted.
     pub cache_refresh: Duration,
     // ----- security (issue 6) -----
@@ -201,6 +217,8 @@ impl ServerConfig {
             router: RouterConfig::default(),
             clock: Arc::new(SystemClock),
             grace: Duration::from_secs(5),
+            retention: Duration::from_secs(DEFAULT_RETENTION_SECS),
+            sweep_every: Duration::from_secs(60),
             cache_refresh: Duration::from_secs(1),
             auth: crate::auth::AuthConfig::default(),
             // Production limits, but no rate limit: benchmarks drive one tenant hard.
@@ -227,9 +245,15 @@ impl From<ServeArgs> for ServerConfig {
                 session_idle: Duration::from_secs(a.mcp_session_idle_secs),
                 ..Default::default()
             },
-            router: RouterConfig { run_idle: Duration::from_secs(a.run_idle_secs), auto_pin: !a.disable_auto_pin, ..Default::default() },
+            router: RouterConfig {
+                run_idle: Duration::from_secs(a.run_idle_secs),
+                auto_pin: !a.disable_auto_pin,
+                claim_lease: Duration::from_secs(a.claim_lease_secs),
+            },
             clock: Arc::new(SystemClock),
             grace: Duration::from_secs(20),
+            retention: Duration::from_secs(a.retention_secs),
+            sweep_every: Duration::from_secs(60),
             cache_refresh: Duration::from_millis(a.cache_refresh_ms),
             auth: crate::auth::AuthConfig {
                 api_keys: a.api_keys,

@@ -37,6 +37,8 @@ pub struct RunningServer {
     http_task: Option<JoinHandle<()>>,
     /// Stops everything else: MCP endpoint sessions, background tasks.
     cancel: CancellationToken,
+    /// Stops renewing leases (last, after the uncertain outcomes of cut-off calls are written).
+    lease_stop: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -149,16 +151,33 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
 
     let stop = cancel.clone();
     let sweeper = router.clone();
+    let (retention, sweep_every) = (cfg.retention, cfg.sweep_every);
     tasks.push(tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(60));
+        let mut tick = tokio::time::interval(sweep_every);
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
-                _ = tick.tick() => {
-                    if let Err(e) = sweeper.expire_runs().await {
-                        tracing::warn!(error = %e, "expiring idle runs failed");
-                    }
-                }
+                _ = tick.tick() => match sweeper.sweep(retention).await {
+                    Ok(swept) => tracing::debug!(?swept, "retention pass"),
+                    Err(e) => tracing::warn!(error = %e, "retention pass failed"),
+                },
+            }
+        }
+    }));
+
+    // Leases of held calls and resolutions are renewed until the very end: the shutdown's
+    // last step gives what is still held its outcome, then this stops with the process.
+    let renewer = router.clone();
+    let lease_stop = CancellationToken::new();
+    let stop = lease_stop.clone();
+    tasks.push(tokio::spawn(async move {
+        let mut tick = tokio::time::interval(renewer.leases().renew_every());
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => break,
+                _ = tick.tick() => if let Err(e) = renewer.renew_leases().await {
+                    tracing::warn!(error = %e, "renewing leases failed");
+                },
             }
         }
     }));
@@ -195,6 +214,7 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
         http_stop,
         http_task: Some(http_task),
         cancel,
+        lease_stop,
         tasks,
     })
 }
@@ -210,7 +230,15 @@ impl RunningServer {
         crate::api::set_health(&self.health, false).await;
         self.gate.start_draining();
         if tokio::time::timeout(self.grace, self.gate.wait_idle()).await.is_err() {
-            tracing::warn!(in_flight = self.gate.in_flight(), "grace period over; dropping calls still in flight");
+            // Their retries must not wait for the leases to run out: they get the uncertain
+            // outcome now (first outcome wins, so a call finishing later changes nothing).
+            let (calls, resolutions) = self.router.abandon_held().await;
+            tracing::warn!(
+                in_flight = self.gate.in_flight(),
+                calls,
+                resolutions,
+                "grace period over; calls still in flight get an uncertain outcome"
+            );
         }
         // What is left of the grace period, at least a second, for connections to close:
         // long-lived ones (health watches, MCP event streams) are cut after it.
@@ -232,6 +260,7 @@ impl RunningServer {
             }
         }
         self.cancel.cancel();
+        self.lease_stop.cancel();
         for t in self.tasks.drain(..) {
             let _ = t.await;
         }
@@ -249,5 +278,6 @@ impl Drop for RunningServer {
             t.abort();
         }
         self.cancel.cancel();
+        self.lease_stop.cancel();
     }
 }

@@ -1154,7 +1154,7 @@ async fn an_approved_call_is_listed_as_executing_until_its_result_is_in() {
 }
 
 #[tokio::test]
-async fn an_approval_whose_executor_was_lost_resolves_as_outcome_unknown_after_the_claim_timeout() {
+async fn an_approval_whose_replica_was_lost_resolves_as_outcome_unknown_once_its_lease_ran_out() {
     let exec = spawn_executor(Behaviour::Echo).await;
     let clock = toolrouter::clock::ManualClock::new(START_MS);
     let mut cfg = toolrouter::config::ServerConfig::for_tests();
@@ -1165,9 +1165,10 @@ async fn an_approval_whose_executor_was_lost_resolves_as_outcome_unknown_after_t
     // A replica accepted the approval and died before storing a result.
     let store = s.server.router.registry().store().clone();
     let approval = serde_json::to_string(&toolrouter::invoke::Resolution::Approve { arguments_json: None }).unwrap();
-    store.transition_deferred("default", &d.deferred_id, "executing", &approval, START_MS).await.unwrap();
+    let lease = toolrouter::store::Lease { owner: "a-replica-killed-with-9", until: START_MS + 15_000 };
+    store.transition_deferred("default", &d.deferred_id, &approval, START_MS, lease).await.unwrap();
 
-    clock.advance(Duration::from_secs(11 * 60));
+    clock.advance(Duration::from_secs(16));
     let r = s.resolve(&d.deferred_id, approve(None)).await.unwrap();
     assert!(r.is_error);
     assert_eq!(parse(&r)["error"], "outcome_unknown", "{r:?}");

@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::pg;
-use toolrouter::store::{Claim, DeferredRow, Store, StoreError, Transition};
+use toolrouter::store::{CallKey, Claim, ClaimRequest, DeferredRow, Lease, Store, StoreError, Transition};
 
 const T: &str = "tenant-1";
 const OTHER: &str = "tenant-2";
@@ -90,7 +90,13 @@ suite!(
     count_pending_counts_every_tenant,
     usage_decays_and_orders_highest_first,
     concurrent_record_use_counts_every_call,
-    count_live_runs_counts_a_tenants_unexpired_runs_across_agents,
+    live_runs_counts_a_tenants_runs_across_agents_until_they_end_or_expire,
+    a_run_freezes_its_hot_tools_once_and_an_expired_run_forgets_them,
+    a_claims_lease_is_renewed_by_its_owner_only_and_expire_call_waits_for_it_to_run_out,
+    the_owner_giving_up_a_claim_writes_its_outcome_whatever_the_lease,
+    an_executing_record_is_held_under_a_lease_and_completed_for_a_lost_holder_only_once_it_ran_out,
+    pending_records_past_their_expiry_become_expired_and_cannot_be_moved,
+    purge_deletes_old_records_in_batches_and_keeps_recent_pending_and_executing_ones,
 );
 
 // ----- backend-independent -----
@@ -139,7 +145,7 @@ async fn postgres_migrations_run_once_when_replicas_start_together() {
     let again = Store::open(&db.url).await.expect("reopen");
     let mut conn = db.connect().await;
     let rows: Vec<(i64,)> = sqlx::query_as("SELECT version FROM schema_migrations ORDER BY version").fetch_all(&mut conn).await.unwrap();
-    assert_eq!(rows, vec![(1,)], "one row per migration");
+    assert_eq!(rows, vec![(1,), (2,)], "one row per migration");
     // Every replica works on the same tables.
     stores[0].create_version(T, "a", "{}", false, 1).await.unwrap();
     assert_eq!(stores[5].default_version(T, "a").await.unwrap(), Some(1));
@@ -164,7 +170,31 @@ fn deferred(id: &str, agent: &str, run: &str, create_time: i64) -> DeferredRow {
         result: None,
         create_time,
         resolve_time: None,
+        lease_until: None,
+        expire_time: None,
     }
+}
+
+/// Tool call `call` of run `run` of agent `a` of tenant T.
+fn key(run: &str, call: &str) -> CallKey {
+    CallKey::new(T, "a", run, call)
+}
+
+/// A claim by owner `me` at `now`, its lease running 100 ms.
+fn claim(now: i64) -> ClaimRequest {
+    ClaimRequest { fingerprint: "f".into(), owner: "me".into(), now, lease_until: now + 100 }
+}
+
+fn running(since: i64) -> Claim {
+    Claim::Running { since, lease_until: since + 100, fingerprint: Some("f".into()) }
+}
+
+fn done(outcome: &str) -> Claim {
+    Claim::Done { outcome: outcome.into(), fingerprint: Some("f".into()) }
+}
+
+fn lease(until: i64) -> Lease<'static> {
+    Lease { owner: "me", until }
 }
 
 fn ids(rows: &[DeferredRow]) -> Vec<&str> {
@@ -308,7 +338,7 @@ async fn tenants_do_not_see_each_other(s: Store) {
     s.pin_run(T, "a", "r1", 1, 1000, 0).await.unwrap();
     s.record_use(T, "a", "ada", "x", 1000, 1000).await.unwrap();
     s.insert_deferred(T, &deferred("d1", "a", "r1", 1000)).await.unwrap();
-    assert_eq!(s.claim_call(T, "a", "r1", "c1", 1000).await.unwrap(), Claim::New);
+    assert_eq!(s.claim_call(&key("r1", "c1"), &claim(1000)).await.unwrap(), Claim::New);
 
     assert_eq!(s.default_version(OTHER, "a").await.unwrap(), None);
     assert_eq!(s.get_version(OTHER, "a", None).await.unwrap(), None);
@@ -318,9 +348,10 @@ async fn tenants_do_not_see_each_other(s: Store) {
     assert_eq!(s.run_version(OTHER, "a", "r1", 0).await.unwrap(), None);
     assert!(s.usage(OTHER, "a", "ada", 1000, 1000).await.unwrap().is_empty());
     assert_eq!(s.get_deferred(OTHER, "d1").await.unwrap(), None);
-    assert_eq!(s.transition_deferred(OTHER, "d1", "executing", "x", 2000).await.unwrap(), Transition::Missing);
+    assert_eq!(s.transition_deferred(OTHER, "d1", "x", 2000, lease(3000)).await.unwrap(), Transition::Missing);
     assert!(s.list_deferred(OTHER, "a", None, None, (i64::MIN, ""), 10).await.unwrap().is_empty());
-    assert_eq!(s.claim_call(OTHER, "a", "r1", "c1", 1000).await.unwrap(), Claim::New, "another tenant's call");
+    assert_eq!(s.claim_call(&CallKey::new(OTHER, "a", "r1", "c1"), &claim(1000)).await.unwrap(), Claim::New, "another tenant's call");
+    assert_eq!(s.live_runs(OTHER).await.unwrap(), 0);
     // The same names in the other tenant are independent.
     let (v, _) = s.create_version(OTHER, "a", &def(9), false, 3000).await.unwrap();
     assert_eq!(v.version, 1);
@@ -378,70 +409,171 @@ async fn end_run_and_expire_runs_forget_runs(s: Store) {
     s.pin_run(T, "a", "old", 1, 1000, 0).await.unwrap();
     s.pin_run(OTHER, "a", "old", 1, 1000, 0).await.unwrap();
     s.pin_run(T, "a", "new", 1, 5000, 0).await.unwrap();
-    assert_eq!(s.expire_runs(2000).await.unwrap(), 3, "r1 (1100) and both `old` runs (1000), every tenant");
+    assert_eq!(s.expire_runs(2000, 2).await.unwrap(), 2, "a batch of at most two");
+    assert_eq!(s.expire_runs(2000, 2).await.unwrap(), 1, "r1 (1100) and both `old` runs (1000), every tenant");
     assert_eq!(s.run_version(T, "a", "old", 0).await.unwrap(), None);
     assert_eq!(s.run_version(T, "a", "new", 0).await.unwrap(), Some(1));
-    assert_eq!(s.expire_runs(2000).await.unwrap(), 0);
+    assert_eq!(s.expire_runs(2000, 10).await.unwrap(), 0);
+    assert_eq!((s.live_runs(T).await.unwrap(), s.live_runs(OTHER).await.unwrap()), (1, 0), "the counters follow");
 }
 
-async fn count_live_runs_counts_a_tenants_unexpired_runs_across_agents(s: Store) {
+async fn live_runs_counts_a_tenants_runs_across_agents_until_they_end_or_expire(s: Store) {
     s.pin_run(T, "a", "r1", 1, 1000, 0).await.unwrap();
     s.pin_run(T, "a", "r2", 1, 3000, 0).await.unwrap();
     s.pin_run(T, "b", "r1", 1, 3000, 0).await.unwrap();
     s.pin_run(OTHER, "a", "r9", 1, 3000, 0).await.unwrap();
-    assert_eq!(s.count_live_runs(T, 0).await.unwrap(), 3, "every agent of the tenant");
-    assert_eq!(s.count_live_runs(T, 2000).await.unwrap(), 2, "r1 of a is idle since before 2000");
-    assert_eq!(s.count_live_runs(OTHER, 0).await.unwrap(), 1);
+    s.pin_run(T, "a", "r1", 1, 3500, 0).await.unwrap();
+    assert_eq!(s.live_runs(T).await.unwrap(), 3, "every agent of the tenant, each run once");
+    assert_eq!(s.live_runs(OTHER).await.unwrap(), 1);
     s.end_run(T, "a", "r2").await.unwrap();
-    assert_eq!(s.count_live_runs(T, 2000).await.unwrap(), 1, "an ended run no longer counts");
-    assert_eq!(s.count_live_runs("nobody", 0).await.unwrap(), 0);
+    s.end_run(T, "a", "r2").await.unwrap();
+    assert_eq!(s.live_runs(T).await.unwrap(), 2, "an ended run no longer counts, once");
+    // An idle run counts until the sweeper forgets it; reviving it does not count it twice.
+    assert_eq!(s.pin_run(T, "a", "r1", 2, 9000, 5000).await.unwrap(), 2, "revived after its expiry");
+    assert_eq!(s.live_runs(T).await.unwrap(), 2);
+    assert_eq!(s.expire_runs(4000, 10).await.unwrap(), 2, "b/r1 and the other tenant's r9, idle since 3000");
+    assert_eq!((s.live_runs(T).await.unwrap(), s.live_runs(OTHER).await.unwrap()), (1, 0));
+    assert!(!s.delete_agent(T, "a").await.unwrap(), "no definition was registered, but its runs go");
+    assert_eq!(s.live_runs(T).await.unwrap(), 0, "deleting an agent forgets its runs");
+    assert_eq!(s.live_runs("nobody").await.unwrap(), 0);
+}
+
+async fn a_run_freezes_its_hot_tools_once_and_an_expired_run_forgets_them(s: Store) {
+    assert_eq!(s.freeze_run_hot(T, "a", "r1", "[\"x\"]").await.unwrap(), None, "no such run");
+    s.pin_run(T, "a", "r1", 1, 1000, 0).await.unwrap();
+    assert_eq!(s.run_hot(T, "a", "r1").await.unwrap(), None);
+    assert_eq!(s.freeze_run_hot(T, "a", "r1", "[\"x\"]").await.unwrap().as_deref(), Some("[\"x\"]"));
+    assert_eq!(s.freeze_run_hot(T, "a", "r1", "[\"y\"]").await.unwrap().as_deref(), Some("[\"x\"]"), "the first stays");
+    s.pin_run(T, "a", "r1", 1, 2000, 0).await.unwrap();
+    assert_eq!(s.run_hot(T, "a", "r1").await.unwrap().as_deref(), Some("[\"x\"]"), "a live run keeps them");
+    s.pin_run(T, "a", "r1", 1, 9000, 5000).await.unwrap();
+    assert_eq!(s.run_hot(T, "a", "r1").await.unwrap(), None, "a run pinned anew after its expiry starts over");
+}
+
+async fn a_claims_lease_is_renewed_by_its_owner_only_and_expire_call_waits_for_it_to_run_out(s: Store) {
+    let k = key("r1", "c1");
+    assert_eq!(s.claim_call(&k, &claim(1000)).await.unwrap(), Claim::New);
+    assert_eq!(s.renew_calls("someone-else", std::slice::from_ref(&k), 9000).await.unwrap(), 0);
+    assert_eq!(s.call_state(&k).await.unwrap(), Some(running(1000)));
+    assert_eq!(s.renew_calls("me", &[k.clone(), key("r1", "unclaimed")], 2000).await.unwrap(), 1);
+    assert!(matches!(s.call_state(&k).await.unwrap(), Some(Claim::Running { lease_until: 2000, .. })));
+    assert!(!s.expire_call(&k, "lost", 1500, Some(1500)).await.unwrap(), "the lease runs until 2000");
+    assert!(s.expire_call(&k, "lost", 2500, Some(2500)).await.unwrap());
+    assert_eq!(s.call_state(&k).await.unwrap(), Some(done("lost")));
+    assert_eq!(s.renew_calls("me", std::slice::from_ref(&k), 9000).await.unwrap(), 0, "a finished call has no lease");
+    s.finish_call(&k, "late", 3000).await.unwrap();
+    assert_eq!(s.call_state(&k).await.unwrap(), Some(done("lost")), "the first outcome stays");
+}
+
+async fn the_owner_giving_up_a_claim_writes_its_outcome_whatever_the_lease(s: Store) {
+    let k = key("r1", "c1");
+    s.claim_call(&k, &claim(1000)).await.unwrap();
+    assert!(s.expire_call(&k, "cut off", 1010, None).await.unwrap());
+    assert_eq!(s.call_state(&k).await.unwrap(), Some(done("cut off")));
+    assert!(!s.expire_call(&k, "again", 1020, None).await.unwrap());
+}
+
+async fn an_executing_record_is_held_under_a_lease_and_completed_for_a_lost_holder_only_once_it_ran_out(s: Store) {
+    s.insert_deferred(T, &deferred("d1", "a", "r1", 1000)).await.unwrap();
+    assert_eq!(s.transition_deferred(T, "d1", "approve", 2000, lease(3000)).await.unwrap(), Transition::Moved);
+    assert_eq!(s.get_deferred(T, "d1").await.unwrap().unwrap().lease_until, Some(3000));
+    let ids = [(T.to_string(), "d1".to_string())];
+    assert_eq!(s.renew_deferred("someone-else", &ids, 9000).await.unwrap(), 0);
+    assert_eq!(s.renew_deferred("me", &ids, 4000).await.unwrap(), 1);
+    assert!(!s.complete_deferred(T, "d1", "lost", 3500, Some(3500)).await.unwrap(), "still held until 4000");
+    assert!(s.complete_deferred(T, "d1", "lost", 4500, Some(4500)).await.unwrap());
+    let row = s.get_deferred(T, "d1").await.unwrap().unwrap();
+    assert_eq!((row.state.as_str(), row.result.as_deref(), row.lease_until), ("resolved", Some("lost"), None));
+    assert!(!s.complete_deferred(T, "d1", "late", 5000, None).await.unwrap(), "the first result stays");
+}
+
+async fn pending_records_past_their_expiry_become_expired_and_cannot_be_moved(s: Store) {
+    s.insert_deferred(T, &DeferredRow { expire_time: Some(5000), ..deferred("d1", "a", "r1", 1000) }).await.unwrap();
+    s.insert_deferred(T, &DeferredRow { expire_time: Some(9000), ..deferred("d2", "a", "r1", 1000) }).await.unwrap();
+    s.insert_deferred(T, &deferred("d3", "a", "r1", 1000)).await.unwrap();
+    assert!(matches!(s.transition_deferred(T, "d1", "approve", 6000, lease(9000)).await.unwrap(), Transition::Already(r) if r.state == "pending"));
+    assert_eq!(s.expire_deferred(6000, 10).await.unwrap(), 1);
+    let d1 = s.get_deferred(T, "d1").await.unwrap().unwrap();
+    assert_eq!((d1.state.as_str(), d1.resolve_time, d1.expire_time), ("expired", Some(5000), Some(5000)));
+    assert_eq!(s.expire_deferred(6000, 10).await.unwrap(), 0, "d2 expires at 9000, d3 never");
+    assert_eq!(s.transition_deferred(T, "d2", "approve", 6000, lease(9000)).await.unwrap(), Transition::Moved);
+    assert_eq!(s.count_pending().await.unwrap(), 1);
+}
+
+async fn purge_deletes_old_records_in_batches_and_keeps_recent_pending_and_executing_ones(s: Store) {
+    for i in 0..5 {
+        let k = key("r1", &format!("old{i}"));
+        s.claim_call(&k, &claim(1000)).await.unwrap();
+        s.finish_call(&k, "o", 1000 + i).await.unwrap();
+    }
+    s.claim_call(&key("r1", "recent"), &claim(9000)).await.unwrap();
+    s.insert_deferred(T, &deferred("pending", "a", "r1", 1000)).await.unwrap();
+    s.insert_deferred(T, &deferred("resolved", "a", "r1", 1000)).await.unwrap();
+    s.transition_deferred(T, "resolved", "deny", 1500, lease(2000)).await.unwrap();
+    s.complete_deferred(T, "resolved", "{}", 1600, None).await.unwrap();
+    s.insert_deferred(T, &deferred("executing", "a", "r1", 1000)).await.unwrap();
+    s.transition_deferred(T, "executing", "approve", 1500, lease(2000)).await.unwrap();
+
+    let first = s.purge(5000, 3).await.unwrap();
+    assert_eq!((first.calls, first.deferred), (3, 1), "a batch of at most three");
+    let second = s.purge(5000, 3).await.unwrap();
+    assert_eq!((second.calls, second.deferred), (2, 0));
+    assert_eq!(s.purge(5000, 3).await.unwrap().total(), 0);
+    assert_eq!(s.call_state(&key("r1", "old0")).await.unwrap(), None);
+    assert!(s.call_state(&key("r1", "recent")).await.unwrap().is_some());
+    assert!(s.get_deferred(T, "pending").await.unwrap().is_some(), "pending records wait for the host");
+    assert!(s.get_deferred(T, "executing").await.unwrap().is_some());
+    assert_eq!(s.get_deferred(T, "resolved").await.unwrap(), None);
 }
 
 async fn claim_call_new_then_running_then_done(s: Store) {
-    assert_eq!(s.call_state(T, "a", "r1", "c1").await.unwrap(), None);
-    assert_eq!(s.claim_call(T, "a", "r1", "c1", 1000).await.unwrap(), Claim::New);
-    assert_eq!(s.claim_call(T, "a", "r1", "c1", 1500).await.unwrap(), Claim::Running { since: 1000 });
-    assert_eq!(s.call_state(T, "a", "r1", "c1").await.unwrap(), Some(Claim::Running { since: 1000 }));
-    s.finish_call(T, "a", "r1", "c1", "{\"outcome\":1}", 2000).await.unwrap();
-    assert_eq!(s.claim_call(T, "a", "r1", "c1", 3000).await.unwrap(), Claim::Done("{\"outcome\":1}".into()));
-    assert_eq!(s.call_state(T, "a", "r1", "c1").await.unwrap(), Some(Claim::Done("{\"outcome\":1}".into())));
+    let k = key("r1", "c1");
+    assert_eq!(s.call_state(&k).await.unwrap(), None);
+    assert_eq!(s.claim_call(&k, &claim(1000)).await.unwrap(), Claim::New);
+    assert_eq!(s.claim_call(&k, &claim(1500)).await.unwrap(), running(1000));
+    assert_eq!(s.call_state(&k).await.unwrap(), Some(running(1000)));
+    s.finish_call(&k, "{\"outcome\":1}", 2000).await.unwrap();
+    assert_eq!(s.claim_call(&k, &claim(3000)).await.unwrap(), done("{\"outcome\":1}"));
+    assert_eq!(s.call_state(&k).await.unwrap(), Some(done("{\"outcome\":1}")));
     // The id is scoped to (agent, run).
-    assert_eq!(s.claim_call(T, "a", "r2", "c1", 3000).await.unwrap(), Claim::New);
-    assert_eq!(s.claim_call(T, "b", "r1", "c1", 3000).await.unwrap(), Claim::New);
+    assert_eq!(s.claim_call(&key("r2", "c1"), &claim(3000)).await.unwrap(), Claim::New);
+    assert_eq!(s.claim_call(&CallKey::new(T, "b", "r1", "c1"), &claim(3000)).await.unwrap(), Claim::New);
 }
 
 async fn finish_call_stores_the_first_outcome_only(s: Store) {
-    assert_eq!(s.claim_call(T, "a", "r1", "c1", 1000).await.unwrap(), Claim::New);
-    s.finish_call(T, "a", "r1", "c1", "first", 2000).await.unwrap();
-    s.finish_call(T, "a", "r1", "c1", "second", 3000).await.unwrap();
-    assert_eq!(s.call_state(T, "a", "r1", "c1").await.unwrap(), Some(Claim::Done("first".into())));
+    let k = key("r1", "c1");
+    assert_eq!(s.claim_call(&k, &claim(1000)).await.unwrap(), Claim::New);
+    s.finish_call(&k, "first", 2000).await.unwrap();
+    s.finish_call(&k, "second", 3000).await.unwrap();
+    assert_eq!(s.call_state(&k).await.unwrap(), Some(done("first")));
     // A finished call cannot be released.
-    s.release_call(T, "a", "r1", "c1").await.unwrap();
-    assert_eq!(s.claim_call(T, "a", "r1", "c1", 4000).await.unwrap(), Claim::Done("first".into()));
+    s.release_call(&k).await.unwrap();
+    assert_eq!(s.claim_call(&k, &claim(4000)).await.unwrap(), done("first"));
     // Finishing a call nobody claimed stores nothing.
-    s.finish_call(T, "a", "r1", "unclaimed", "x", 5000).await.unwrap();
-    assert_eq!(s.call_state(T, "a", "r1", "unclaimed").await.unwrap(), None);
+    s.finish_call(&key("r1", "unclaimed"), "x", 5000).await.unwrap();
+    assert_eq!(s.call_state(&key("r1", "unclaimed")).await.unwrap(), None);
 }
 
 async fn release_call_lets_the_call_run_again(s: Store) {
-    assert_eq!(s.claim_call(T, "a", "r1", "c1", 1000).await.unwrap(), Claim::New);
-    s.release_call(T, "a", "r1", "c1").await.unwrap();
-    assert_eq!(s.call_state(T, "a", "r1", "c1").await.unwrap(), None);
-    assert_eq!(s.claim_call(T, "a", "r1", "c1", 2000).await.unwrap(), Claim::New);
-    assert_eq!(s.claim_call(T, "a", "r1", "c1", 2500).await.unwrap(), Claim::Running { since: 2000 });
-    s.release_call(T, "a", "r1", "never-claimed").await.unwrap();
+    let k = key("r1", "c1");
+    assert_eq!(s.claim_call(&k, &claim(1000)).await.unwrap(), Claim::New);
+    s.release_call(&k).await.unwrap();
+    assert_eq!(s.call_state(&k).await.unwrap(), None);
+    assert_eq!(s.claim_call(&k, &claim(2000)).await.unwrap(), Claim::New);
+    assert_eq!(s.claim_call(&k, &claim(2500)).await.unwrap(), running(2000));
+    s.release_call(&key("r1", "never-claimed")).await.unwrap();
 }
 
 async fn concurrent_claims_have_one_winner(s: Store) {
     for round in 0..3 {
-        let id = format!("c{round}");
+        let k = key("r1", &format!("c{round}"));
         let claims = (0..10).map(|_| {
-            let (s, id) = (s.clone(), id.clone());
-            tokio::spawn(async move { s.claim_call(T, "a", "r1", &id, 1000).await })
+            let (s, k) = (s.clone(), k.clone());
+            tokio::spawn(async move { s.claim_call(&k, &claim(1000)).await })
         });
         let claims: Vec<Claim> = futures::future::join_all(claims).await.into_iter().map(|r| r.unwrap().expect("claim")).collect();
         assert_eq!(claims.iter().filter(|c| **c == Claim::New).count(), 1, "{claims:?}");
-        assert!(claims.iter().all(|c| matches!(c, Claim::New | Claim::Running { since: 1000 })), "{claims:?}");
+        assert!(claims.iter().all(|c| *c == Claim::New || *c == running(1000)), "{claims:?}");
     }
 }
 
@@ -452,12 +584,13 @@ async fn concurrent_claims_and_outcomes_of_many_calls_each_keep_one_winner_and_t
         let s = s.clone();
         let id = format!("m{}", i % 100);
         tokio::spawn(async move {
-            let claim = s.claim_call(T, "a", "batch", &id, 1000).await.expect("claim");
-            if claim == Claim::New {
-                s.finish_call(T, "a", "batch", &id, &format!("outcome of {id}"), 2000).await.expect("finish");
-                s.finish_call(T, "a", "batch", &id, "a later outcome", 3000).await.expect("finish again");
+            let k = key("batch", &id);
+            let claimed = s.claim_call(&k, &claim(1000)).await.expect("claim");
+            if claimed == Claim::New {
+                s.finish_call(&k, &format!("outcome of {id}"), 2000).await.expect("finish");
+                s.finish_call(&k, "a later outcome", 3000).await.expect("finish again");
             }
-            (id, claim)
+            (id, claimed)
         })
     });
     let results: Vec<(String, Claim)> = futures::future::join_all(attempts).await.into_iter().map(|r| r.unwrap()).collect();
@@ -466,9 +599,9 @@ async fn concurrent_claims_and_outcomes_of_many_calls_each_keep_one_winner_and_t
         let claims: Vec<&Claim> = results.iter().filter(|(i, _)| *i == id).map(|(_, c)| c).collect();
         assert_eq!(claims.len(), 3);
         assert_eq!(claims.iter().filter(|c| ***c == Claim::New).count(), 1, "{id}: {claims:?}");
-        let expected = Claim::Done(format!("outcome of {id}"));
-        assert!(claims.iter().all(|c| matches!(c, Claim::New | Claim::Running { since: 1000 }) || **c == expected), "{id}: {claims:?}");
-        assert_eq!(s.claim_call(T, "a", "batch", &id, 4000).await.unwrap(), expected);
+        let expected = done(&format!("outcome of {id}"));
+        assert!(claims.iter().all(|c| **c == Claim::New || **c == running(1000) || **c == expected), "{id}: {claims:?}");
+        assert_eq!(s.claim_call(&key("batch", &id), &claim(4000)).await.unwrap(), expected);
     }
 }
 
@@ -479,28 +612,34 @@ async fn deferred_insert_get_transition_complete(s: Store) {
     assert_eq!(s.get_deferred(T, "nope").await.unwrap(), None);
     assert!(s.insert_deferred(T, &row).await.is_err(), "ids are unique");
 
-    assert_eq!(s.transition_deferred(T, "d1", "executing", "approve", 2000).await.unwrap(), Transition::Moved);
-    let moved = DeferredRow { state: "executing".into(), resolution: Some("approve".into()), resolve_time: Some(2000), ..row.clone() };
+    assert_eq!(s.transition_deferred(T, "d1", "approve", 2000, lease(3000)).await.unwrap(), Transition::Moved);
+    let moved = DeferredRow {
+        state: "executing".into(),
+        resolution: Some("approve".into()),
+        resolve_time: Some(2000),
+        lease_until: Some(3000),
+        ..row.clone()
+    };
     assert_eq!(s.get_deferred(T, "d1").await.unwrap(), Some(moved.clone()));
     // Not pending any more: the row as it is, unchanged by the second attempt.
-    assert_eq!(s.transition_deferred(T, "d1", "executing", "deny", 3000).await.unwrap(), Transition::Already(moved));
-    assert_eq!(s.transition_deferred(T, "nope", "executing", "deny", 3000).await.unwrap(), Transition::Missing);
+    assert_eq!(s.transition_deferred(T, "d1", "deny", 3000, lease(4000)).await.unwrap(), Transition::Already(moved));
+    assert_eq!(s.transition_deferred(T, "nope", "deny", 3000, lease(4000)).await.unwrap(), Transition::Missing);
 
-    s.complete_deferred(T, "d1", "{\"result\":true}", 4000).await.unwrap();
+    s.complete_deferred(T, "d1", "{\"result\":true}", 4000, None).await.unwrap();
     let done = s.get_deferred(T, "d1").await.unwrap().unwrap();
     assert_eq!(
         (done.state.as_str(), done.resolution.as_deref(), done.result.as_deref(), done.resolve_time),
         ("resolved", Some("approve"), Some("{\"result\":true}"), Some(4000))
     );
     assert_eq!((done.record, done.version, done.create_time), (row.record, 1, 1000));
-    assert!(matches!(s.transition_deferred(T, "d1", "executing", "approve", 5000).await.unwrap(), Transition::Already(r) if r.state == "resolved"));
+    assert!(matches!(s.transition_deferred(T, "d1", "approve", 5000, lease(6000)).await.unwrap(), Transition::Already(r) if r.state == "resolved"));
 }
 
 async fn concurrent_transitions_have_one_winner(s: Store) {
     s.insert_deferred(T, &deferred("d1", "a", "r1", 1000)).await.unwrap();
     let attempts = (0..8).map(|i| {
         let s = s.clone();
-        tokio::spawn(async move { s.transition_deferred(T, "d1", "executing", &format!("resolution-{i}"), 2000).await })
+        tokio::spawn(async move { s.transition_deferred(T, "d1", &format!("resolution-{i}"), 2000, lease(3000)).await })
     });
     let results: Vec<Transition> = futures::future::join_all(attempts).await.into_iter().map(|r| r.unwrap().expect("transition")).collect();
     assert_eq!(results.iter().filter(|t| **t == Transition::Moved).count(), 1, "{results:?}");
@@ -545,11 +684,11 @@ async fn list_deferred_filters_and_pages_with_the_cursor(s: Store) {
 
     assert_eq!(ids(&all(Some("r2"), None).await.unwrap()), ["d1", "d4"]);
     // d2 executing, d0 resolved with a result.
-    s.transition_deferred(T, "d2", "executing", "approve", 5000).await.unwrap();
-    s.transition_deferred(T, "d0", "executing", "deny", 5000).await.unwrap();
-    assert!(s.complete_deferred(T, "d0", "{}", 5001).await.unwrap());
-    assert!(!s.complete_deferred(T, "d0", "{\"later\":1}", 5002).await.unwrap(), "the first result stays");
-    assert!(!s.complete_deferred(T, "d3", "{}", 5002).await.unwrap(), "a pending record is not completed");
+    s.transition_deferred(T, "d2", "approve", 5000, lease(6000)).await.unwrap();
+    s.transition_deferred(T, "d0", "deny", 5000, lease(6000)).await.unwrap();
+    assert!(s.complete_deferred(T, "d0", "{}", 5001, None).await.unwrap());
+    assert!(!s.complete_deferred(T, "d0", "{\"later\":1}", 5002, None).await.unwrap(), "the first result stays");
+    assert!(!s.complete_deferred(T, "d3", "{}", 5002, None).await.unwrap(), "a pending record is not completed");
     assert_eq!(ids(&all(None, Some("pending")).await.unwrap()), ["d3", "d1", "d4"]);
     assert_eq!(ids(&all(None, Some("executing")).await.unwrap()), ["d2"]);
     assert_eq!(ids(&all(None, Some("resolved")).await.unwrap()), ["d0"]);
@@ -572,8 +711,8 @@ async fn hand_to_client_stores_the_new_record_once_and_keeps_it_pending(s: Store
     assert_eq!(s.hand_to_client(T, "nope", "{}", "approve").await.unwrap(), Transition::Missing);
     assert_eq!(s.hand_to_client(OTHER, "d1", "{}", "approve").await.unwrap(), Transition::Missing, "another tenant's record");
     // The client's result then resolves it as usual.
-    assert_eq!(s.transition_deferred(T, "d1", "executing", "client", 2000).await.unwrap(), Transition::Moved);
-    assert!(s.complete_deferred(T, "d1", "{}", 2001).await.unwrap());
+    assert_eq!(s.transition_deferred(T, "d1", "client", 2000, lease(3000)).await.unwrap(), Transition::Moved);
+    assert!(s.complete_deferred(T, "d1", "{}", 2001, None).await.unwrap());
 }
 
 async fn count_pending_counts_every_tenant(s: Store) {
@@ -582,9 +721,9 @@ async fn count_pending_counts_every_tenant(s: Store) {
     s.insert_deferred(T, &deferred("d2", "a", "r1", 1000)).await.unwrap();
     s.insert_deferred(OTHER, &deferred("d1", "a", "r1", 1000)).await.unwrap();
     assert_eq!(s.count_pending().await.unwrap(), 3);
-    s.transition_deferred(T, "d1", "executing", "approve", 2000).await.unwrap();
+    s.transition_deferred(T, "d1", "approve", 2000, lease(3000)).await.unwrap();
     assert_eq!(s.count_pending().await.unwrap(), 2);
-    s.complete_deferred(T, "d1", "{}", 2001).await.unwrap();
+    s.complete_deferred(T, "d1", "{}", 2001, None).await.unwrap();
     assert_eq!(s.count_pending().await.unwrap(), 2);
 }
 

@@ -43,7 +43,7 @@ impl RunQuota {
         }
         let expired_before = self.clock.now_ms() - self.run_idle.as_millis() as i64;
         if self.store.run_version(tenant, agent_id, run_id, expired_before).await?.is_none() {
-            let live = self.store.count_live_runs(tenant, expired_before).await?;
+            let live = self.store.live_runs(tenant).await?;
             if live >= self.max {
                 return Err(Error::ResourceExhausted(format!(
                     "this tenant has {live} live runs, its limit: end finished runs with EndRun or wait for idle runs to expire"

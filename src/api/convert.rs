@@ -109,10 +109,11 @@ pub fn definition(d: pb::AgentDefinition) -> Result<AgentDefinition, Error> {
             half_life: duration(&auto.half_life, "definition.control.auto_pin.half_life", &mut v),
         },
     };
+    let deferred_ttl = duration(&d.deferred_ttl, "definition.deferred_ttl", &mut v);
     if !v.is_empty() {
         return Err(Error::InvalidArgument(v));
     }
-    Ok(AgentDefinition { sources, groups, control, instructions: d.instructions })
+    Ok(AgentDefinition { sources, groups, control, instructions: d.instructions, deferred_ttl })
 }
 
 /// The definition as stored. MCP header bindings only name their sources (run context or
@@ -196,6 +197,7 @@ pub fn pb_definition(d: &AgentDefinition) -> pb::AgentDefinition {
             }),
         }),
         instructions: d.instructions.clone(),
+        deferred_ttl: pb_duration(d.deferred_ttl),
     }
 }
 

@@ -10,7 +10,7 @@ use super::convert::{self, pb_entry, pb_version};
 use super::status::{invalid, to_status};
 use crate::admission::{Addressed, Admission, CallContext, Principal, RequestContext};
 use crate::auth::limits::Limits;
-use crate::call::{self, Reply};
+use crate::call::{self, ModelFault, Reply};
 use crate::control::ModelToolKind;
 use crate::control::discovery::{self, Detail, DetailRequest, DiscoverRequest, DiscoveryError, ListToolsRequest};
 use crate::error::Error;
@@ -274,6 +274,17 @@ fn tool_call(c: Option<pb::ToolCall>, path: &str, max_arguments: usize) -> Resul
     Ok(call::ToolCall { tool_call_id: c.tool_call_id, tool_name: c.tool_name, arguments_json: c.arguments_json })
 }
 
+/// A tool call id reused for another call is a protocol fault on the typed RPCs (the host
+/// must fix its ids), not a result for the model.
+fn refuse_reused(o: &Outcome, path: &str) -> Result<(), Status> {
+    match o {
+        Outcome::Fault(f @ ModelFault::ToolCallIdReused { .. }) => {
+            Err(to_status(Error::FailedPrecondition(format!("{path}.tool_call_id: {}", f.message()))))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// The model's tool result: an answer as it is, a fault rendered for the model.
 fn pb_result(r: &Reply) -> pb::ToolResult {
     let r = r.render();
@@ -371,6 +382,7 @@ impl pb::router_server::Router for RouterService {
         let call = tool_call(req.get_ref().call.clone(), "call", self.limits.max_arguments_bytes)?;
         let cx = admit_call(&self.admission, &req, agent, run).await?;
         let o = self.router.handle(&cx, &call).await.map_err(to_status)?;
+        refuse_reused(&o, "call")?;
         Ok(Response::new(pb_outcome(o)))
     }
 
@@ -386,6 +398,9 @@ impl pb::router_server::Router for RouterService {
         let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
         let cx = admit_call(&self.admission, &req, agent, run).await?;
         let outcomes = self.router.handle_many(&cx, &calls).await.map_err(to_status)?;
+        for (i, o) in outcomes.iter().enumerate() {
+            refuse_reused(o, &format!("calls[{i}]"))?;
+        }
         Ok(Response::new(pb::HandleToolCallsResponse { outcomes: outcomes.into_iter().map(pb_outcome).collect() }))
     }
 
@@ -424,6 +439,7 @@ impl pb::router_server::Router for RouterService {
             Ok(pb::DeferredState::Pending) => Some(DeferredState::Pending),
             Ok(pb::DeferredState::Executing) => Some(DeferredState::Executing),
             Ok(pb::DeferredState::Resolved) => Some(DeferredState::Resolved),
+            Ok(pb::DeferredState::Expired) => Some(DeferredState::Expired),
             Err(_) => return Err(invalid("state", "unknown state")),
         };
         let query = ListDeferred { agent_id: r.agent_id, run_id: r.run_id, state, page_token: r.page_token, page_size: r.page_size };
@@ -440,11 +456,13 @@ impl pb::router_server::Router for RouterService {
                         DeferredState::Pending => pb::DeferredState::Pending,
                         DeferredState::Executing => pb::DeferredState::Executing,
                         DeferredState::Resolved => pb::DeferredState::Resolved,
+                        DeferredState::Expired => pb::DeferredState::Expired,
                     } as i32,
                     resolution: rec.resolution,
                     result: rec.result.as_ref().map(pb_result),
                     create_time: Some(timestamp(rec.create_time)),
                     resolve_time: rec.resolve_time.map(timestamp),
+                    expire_time: rec.expire_time.map(timestamp),
                 })
                 .collect(),
             next_page_token: next,

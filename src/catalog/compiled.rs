@@ -66,6 +66,8 @@ pub struct GroupInfo {
 pub struct Catalog {
     pub control: ResolvedControl,
     pub instructions: String,
+    /// How long deferred records may stay pending (`None`: no expiry).
+    pub deferred_ttl: Option<Duration>,
     pub sources: Vec<PreparedSource>,
     pub tools: Vec<PreparedTool>,
     /// Search document number → tool index.
@@ -281,6 +283,7 @@ impl Catalog {
         Catalog {
             control,
             instructions: def.instructions.clone(),
+            deferred_ttl: def.deferred_ttl,
             sources,
             tools,
             grouped,

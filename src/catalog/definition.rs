@@ -14,6 +14,10 @@ pub struct AgentDefinition {
     pub groups: BTreeMap<String, ToolGroup>,
     pub control: ControlConfig,
     pub instructions: String,
+    /// How long deferred records may stay pending (`None`: no expiry). Left out of the stored
+    /// form when unset, so definitions stored before it read back byte-identical.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred_ttl: Option<Duration>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

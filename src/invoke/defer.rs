@@ -59,6 +59,7 @@ impl Router {
         let kind = if tool.requires_approval { DeferredKind::Approval } else { DeferredKind::ClientExecution };
         let deferred = DeferredCall { deferred_id: new_id(), kind, target: call_target(&r.catalog, i, arguments), original_call: call.clone() };
         let now = self.now();
+        let expire_time = r.catalog.deferred_ttl.map(|ttl| now.saturating_add(ttl.as_millis() as i64));
         let record = DeferredRecord {
             call: deferred.clone(),
             agent_id: cx.agent_id.clone(),
@@ -69,6 +70,7 @@ impl Router {
             result: None,
             create_time: now,
             resolve_time: None,
+            expire_time,
         };
         let row = DeferredRow {
             deferred_id: deferred.deferred_id.clone(),
@@ -81,6 +83,8 @@ impl Router {
             result: None,
             create_time: now,
             resolve_time: None,
+            lease_until: None,
+            expire_time,
         };
         self.registry.store().insert_deferred(&cx.tenant, &row).await?;
         crate::telemetry::metrics::deferred_changed();
@@ -93,6 +97,9 @@ impl Router {
         let store = self.registry.store();
         let row = store.get_deferred(tenant, id).await?.ok_or_else(|| not_found(id))?;
         let resolution_text = serde_json::to_string(&resolution).map_err(|e| Error::Internal(e.to_string()))?;
+        if expired(&row, self.now()) {
+            return Err(expired_error(id));
+        }
         // Already resolved: the same resolution gets the stored result, another is refused.
         if row.state != DeferredState::Pending.as_str() {
             return self.await_resolution(tenant, id, row, &resolution_text).await;
@@ -137,7 +144,10 @@ impl Router {
         let (rq, owned_id, text) = (rq.clone(), id.to_string(), resolution_text.clone());
         let work = async move {
             let (tenant, id) = (rq.tenant.as_str(), owned_id.as_str());
-            match this.registry.store().transition_deferred(tenant, id, DeferredState::Executing.as_str(), &text, this.now()).await? {
+            // Held (its lease renewed) from before the transition until its result is stored.
+            let _held = this.leases.hold_deferred(tenant, id);
+            let now = this.now();
+            match this.registry.store().transition_deferred(tenant, id, &text, now, this.leases.from(now)).await? {
                 Transition::Moved => crate::telemetry::metrics::deferred_changed(),
                 Transition::Missing => return Err(not_found(id)),
                 Transition::Already(row) => return Ok(Err(row)),
@@ -210,15 +220,16 @@ impl Router {
             (Resolution::Deny { message }, _) => ModelFault::Denied { tool: name.clone(), message: message.clone() }.into(),
             (Resolution::ClientResult { content_json, is_error }, _) => ToolResult { content_json: content_json.clone(), is_error: *is_error }.into(),
         };
-        self.store_resolution_result(tenant, id, reply).await
+        self.store_resolution_result(tenant, id, reply, None).await
     }
 
-    /// Stores the result of an executing record unless one is there already, and returns
-    /// the stored one.
-    async fn store_resolution_result(&self, tenant: &str, id: &str, reply: Reply) -> Result<Reply> {
+    /// Stores the result of an executing record unless one is there already (with
+    /// `lease_before`: only if its holder's lease ran out before then), and returns the
+    /// stored one.
+    async fn store_resolution_result(&self, tenant: &str, id: &str, reply: Reply, lease_before: Option<i64>) -> Result<Reply> {
         let store = self.registry.store();
         let text = serde_json::to_string(&reply).map_err(|e| Error::Internal(e.to_string()))?;
-        let written = store.complete_deferred(tenant, id, &text, self.now()).await?;
+        let written = store.complete_deferred(tenant, id, &text, self.now(), lease_before).await?;
         crate::telemetry::metrics::deferred_changed();
         if written {
             return Ok(reply);
@@ -229,11 +240,16 @@ impl Router {
     }
 
     /// Waits for the result of a resolution accepted earlier (the same resolution asked
-    /// again) and refuses a different one. A record still executing after the claim timeout
-    /// lost its executor (a crash): its outcome is unknown, and that becomes its result.
+    /// again) and refuses a different one. A record still executing after its holder's lease
+    /// ran out lost its executor (a crash): its outcome is unknown, and that becomes its
+    /// result. The store is read at most five times a second meanwhile.
     async fn await_resolution(&self, tenant: &str, id: &str, mut row: DeferredRow, resolution: &str) -> Result<Reply> {
         let store = self.registry.store();
+        let mut pause = Duration::from_millis(50);
         loop {
+            if row.state == DeferredState::Expired.as_str() || expired(&row, self.now()) {
+                return Err(expired_error(id));
+            }
             if row.resolution.as_deref() != Some(resolution) {
                 return Err(Error::FailedPrecondition(format!(
                     "deferred call {id:?} was already {}; a different resolution is refused",
@@ -243,13 +259,15 @@ impl Router {
             if let Some(result) = &row.result {
                 return Reply::decode(result).map_err(|e| Error::Internal(e.to_string()));
             }
-            let since = row.resolve_time.unwrap_or(row.create_time);
-            if self.now() - since > self.config.claim_timeout.as_millis() as i64 {
+            let now = self.now();
+            let lease_until = row.lease_until.unwrap_or_else(|| row.resolve_time.unwrap_or(row.create_time) + crate::store::LEGACY_LEASE_MS);
+            if row.state == DeferredState::Executing.as_str() && now > lease_until {
                 let name = serde_json::from_str::<DeferredRecord>(&row.record).map(|r| r.call.target.name).unwrap_or_default();
-                let lost = ModelFault::uncertain(&name, "the approved call never reported its end");
-                return self.store_resolution_result(tenant, id, lost.into()).await;
+                let lost = ModelFault::uncertain(&name, "the replica that ran the approved call stopped before it reported its end");
+                return self.store_resolution_result(tenant, id, lost.into(), Some(now)).await;
             }
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(200));
             row = store.get_deferred(tenant, id).await?.ok_or_else(|| not_found(id))?;
         }
     }
@@ -268,6 +286,12 @@ impl Router {
             None => (i64::MIN, String::new()),
         };
         let run = (!q.run_id.is_empty()).then_some(q.run_id.as_str());
+        let now = self.now();
+        // Records past their expiry that the sweeper has not marked yet are not pending any
+        // more: mark them first when the listing filters on it.
+        if matches!(q.state, Some(DeferredState::Pending | DeferredState::Expired)) {
+            self.registry.store().expire_deferred(now, 1_000).await?;
+        }
         let state = q.state.map(DeferredState::as_str);
         let rows = self.registry.store().list_deferred(tenant, &q.agent_id, run, state, (after_time, &after_id), size + 1).await?;
         let more = rows.len() > size as usize;
@@ -279,9 +303,13 @@ impl Router {
             .map(|row| {
                 let mut rec: DeferredRecord = serde_json::from_str(&row.record).map_err(|e| Error::Internal(e.to_string()))?;
                 rec.state = DeferredState::parse(&row.state).ok_or_else(|| Error::Internal(format!("unknown deferred state {:?}", row.state)))?;
+                if expired(row, now) {
+                    rec.state = DeferredState::Expired;
+                }
                 rec.resolution = row.resolution.as_deref().map(resolution_name).unwrap_or("").to_string();
                 rec.result = row.result.as_deref().and_then(|r| Reply::decode(r).ok());
                 rec.resolve_time = row.resolve_time;
+                rec.expire_time = row.expire_time;
                 Ok(rec)
             })
             .collect::<Result<Vec<_>>>()?;
@@ -307,6 +335,15 @@ fn call_target(catalog: &Catalog, i: u32, arguments: &Value) -> CallTarget {
             requires_approval: t.requires_approval,
         },
     }
+}
+
+/// Is a pending record past its expiry (whether or not the sweeper marked it yet)?
+fn expired(row: &DeferredRow, now: i64) -> bool {
+    row.state == DeferredState::Expired.as_str() || (row.state == DeferredState::Pending.as_str() && row.expire_time.is_some_and(|t| t <= now))
+}
+
+fn expired_error(id: &str) -> Error {
+    Error::FailedPrecondition(format!("deferred call {id:?} expired before it was resolved; it can no longer be resolved"))
 }
 
 fn not_found(id: &str) -> Error {

@@ -2,14 +2,17 @@
 //!
 //! - [`runs`]: the run's pinned version and the catalog it sees; ending and expiring runs;
 //! - [`route`]: control-tool answers, and the target tool of a call with its checks;
-//! - [`once`]: exactly one outcome per (agent, run, tool call id);
+//! - [`once`]: exactly one outcome per (agent, run, tool call id), under [`lease`]s;
 //! - [`defer`]: approval and client-execution records, and their resolutions;
 //! - [`execute`]: sending a validated call upstream, with retries only where safe;
-//! - [`usage`]: auto-pinning (usage counts and the hot set).
+//! - [`usage`]: auto-pinning (usage counts and the hot set);
+//! - [`retention`]: deleting what runs leave behind, after its time.
 
 pub mod defer;
 pub mod execute;
+pub mod lease;
 pub mod once;
+pub mod retention;
 pub mod route;
 pub mod runs;
 pub mod usage;
@@ -25,6 +28,7 @@ use crate::admission::{Admission, CallContext};
 use crate::call::{ModelFault, Reply, RunContext, ToolCall, ToolResult};
 use crate::error::Result;
 use crate::registry::Registry;
+use crate::store::CallKey;
 use crate::upstream::Upstream;
 
 pub use defer::{ListDeferred, Resolution};
@@ -34,15 +38,16 @@ pub use runs::{ModelTools, Resolved};
 pub struct RouterConfig {
     /// Runs idle this long are forgotten (their next call pins the default again).
     pub run_idle: Duration,
-    /// A claimed call with no outcome after this long is taken as lost.
-    pub claim_timeout: Duration,
+    /// How long a claimed call or an executing resolution stays held without a renewal of
+    /// its lease: a retry learns the holder is gone within this (plus a poll).
+    pub claim_lease: Duration,
     /// Auto-pinning on/off for the whole server (definitions can turn it off too).
     pub auto_pin: bool,
 }
 
 impl Default for RouterConfig {
     fn default() -> Self {
-        Self { run_idle: Duration::from_secs(24 * 3600), claim_timeout: Duration::from_secs(600), auto_pin: true }
+        Self { run_idle: Duration::from_secs(24 * 3600), claim_lease: Duration::from_secs(15), auto_pin: true }
     }
 }
 
@@ -124,6 +129,8 @@ pub enum DeferredState {
     Pending,
     Executing,
     Resolved,
+    /// Not resolved before its expiry; it can no longer be resolved.
+    Expired,
 }
 
 impl DeferredState {
@@ -133,11 +140,12 @@ impl DeferredState {
             DeferredState::Pending => "pending",
             DeferredState::Executing => "executing",
             DeferredState::Resolved => "resolved",
+            DeferredState::Expired => "expired",
         }
     }
 
     pub fn parse(stored: &str) -> Option<Self> {
-        [DeferredState::Pending, DeferredState::Executing, DeferredState::Resolved].into_iter().find(|s| s.as_str() == stored)
+        [DeferredState::Pending, DeferredState::Executing, DeferredState::Resolved, DeferredState::Expired].into_iter().find(|s| s.as_str() == stored)
     }
 }
 
@@ -159,6 +167,9 @@ pub struct DeferredRecord {
     pub create_time: i64,
     #[serde(default, skip_serializing)]
     pub resolve_time: Option<i64>,
+    /// When a pending record expires (`None`: never).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_time: Option<i64>,
 }
 
 /// The invoke path of one replica.
@@ -167,13 +178,63 @@ pub struct Router {
     upstream: Arc<Upstream>,
     admission: Arc<Admission>,
     config: RouterConfig,
+    /// What this process holds in the store, under leases.
+    leases: Arc<lease::Leases>,
     /// Calls executing in this process, for duplicates to wait on.
-    inflight: Mutex<std::collections::HashMap<once::CallKey, watch::Receiver<Option<Outcome>>>>,
+    inflight: Mutex<std::collections::HashMap<CallKey, watch::Receiver<Option<Outcome>>>>,
 }
 
 impl Router {
     pub fn new(registry: Arc<Registry>, upstream: Arc<Upstream>, admission: Arc<Admission>, config: RouterConfig) -> Self {
-        Self { registry, upstream, admission, config, inflight: Mutex::new(Default::default()) }
+        let leases = Arc::new(lease::Leases::new(lease::Leases::instance_name(), config.claim_lease));
+        Self { registry, upstream, admission, config, leases, inflight: Mutex::new(Default::default()) }
+    }
+
+    pub fn leases(&self) -> &Arc<lease::Leases> {
+        &self.leases
+    }
+
+    /// Renews the leases of what this process holds; called every `Leases::renew_every`.
+    pub async fn renew_leases(&self) -> Result<()> {
+        let (calls, deferred) = self.leases.held();
+        let until = self.leases.from(self.now()).until;
+        let store = self.registry.store();
+        if !calls.is_empty() {
+            store.renew_calls(self.leases.owner(), &calls, until).await?;
+        }
+        if !deferred.is_empty() {
+            store.renew_deferred(self.leases.owner(), &deferred, until).await?;
+        }
+        Ok(())
+    }
+
+    /// At the end of the shutdown grace: what this process still holds gets the uncertain
+    /// outcome now, so retries elsewhere need not wait for the leases to run out. Returns how
+    /// many calls and records it gave up.
+    pub async fn abandon_held(&self) -> (usize, usize) {
+        let (calls, deferred) = self.leases.held();
+        let store = self.registry.store();
+        let now = self.now();
+        let why = "the replica running it shut down before it finished";
+        let lost = |tool: &str| once::encode(&Outcome::Fault(ModelFault::uncertain(tool, why)));
+        let mut given_up = (0, 0);
+        for key in &calls {
+            match store.expire_call(key, &lost("the call"), now, None).await {
+                Ok(true) => given_up.0 += 1,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "writing the uncertain outcome of a call cut off by shutdown failed"),
+            }
+        }
+        for (tenant, id) in &deferred {
+            let reply = Reply::Fault(ModelFault::uncertain("the approved call", why));
+            let text = serde_json::to_string(&reply).unwrap_or_default();
+            match store.complete_deferred(tenant, id, &text, now, None).await {
+                Ok(true) => given_up.1 += 1,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "writing the uncertain outcome of a resolution cut off by shutdown failed"),
+            }
+        }
+        given_up
     }
 
     pub fn registry(&self) -> &Arc<Registry> {

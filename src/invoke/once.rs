@@ -1,11 +1,14 @@
-//! Exactly one outcome per (agent, run, tool call id) (SPEC §4): the first request claims the
-//! call in the store and runs it; a duplicate gets the stored outcome, or waits for the
-//! attempt in flight (in this process through a channel, elsewhere through the store).
+//! Exactly one outcome per (agent, run, tool call id) (SPEC §4, §8): the first request claims
+//! the call in the store under a lease and runs it; a duplicate gets the stored outcome, or
+//! waits for the attempt in flight (in this process through a channel, elsewhere by reading
+//! the store, at most five times a second). A claim whose lease ran out lost its holder: the
+//! waiter gives it the uncertain outcome. A tool call id reused for another call is refused.
 
 use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tracing::Instrument;
 
@@ -14,16 +17,21 @@ use super::{Outcome, Resolved, Router};
 use crate::admission::CallContext;
 use crate::call::{ModelFault, ToolCall};
 use crate::error::{Error, Result};
-use crate::store::Claim;
+use crate::store::{CallKey, Claim, ClaimRequest};
 
-/// (tenant, agent, run id, tool call id).
-pub(super) type CallKey = (String, String, String, String);
+/// First and longest pause between two reads of a call another process runs: at most five
+/// reads a second once it settles.
+const POLL_FIRST: Duration = Duration::from_millis(50);
+const POLL_MAX: Duration = Duration::from_millis(200);
+
+/// How long an outcome write is retried before the outcome is given up to the lease.
+const STORE_RETRIES: u32 = 6;
 
 impl Router {
     /// Runs a call once per (agent, run, tool call id); duplicates get the first outcome.
     pub(super) async fn exactly_once(self: &Arc<Self>, cx: &CallContext, r: &Resolved, call: &ToolCall, arguments: Arguments) -> Result<Outcome> {
-        let key: CallKey = (cx.tenant.clone(), cx.agent_id.clone(), cx.run.run_id.clone(), call.tool_call_id.clone());
-        let store = self.registry.store();
+        let key = CallKey::new(&cx.tenant, &cx.agent_id, &cx.run.run_id, &call.tool_call_id);
+        let fingerprint = fingerprint(call, &arguments);
         let arguments = Arc::new(arguments);
         loop {
             // The claim and, if it is new, the call and its outcome run to their end even if
@@ -33,32 +41,44 @@ impl Router {
             // work counted in flight for the drain.
             let attempt = {
                 let this = self.clone();
-                let (key, cx, r, call, arguments) = (key.clone(), cx.clone(), r.clone(), call.clone(), arguments.clone());
+                let (key, cx, r, call, arguments, fingerprint) =
+                    (key.clone(), cx.clone(), r.clone(), call.clone(), arguments.clone(), fingerprint.clone());
                 async move {
                     let store = this.registry.store();
-                    match store.claim_call(&cx.tenant, &cx.agent_id, &cx.run.run_id, &call.tool_call_id, this.now()).await? {
+                    let now = this.now();
+                    let req = ClaimRequest { fingerprint, owner: this.leases.owner().to_string(), now, lease_until: this.leases.from(now).until };
+                    let _held = this.leases.hold_call(key.clone());
+                    match store.claim_call(&key, &req).await? {
                         Claim::New => {}
-                        Claim::Done(text) => return Ok(Attempt::Done(text)),
-                        Claim::Running { since } => return Ok(Attempt::Running { since }),
+                        other => return Ok(Attempt::Found(other)),
                     }
                     let (tx, rx) = watch::channel(None);
                     this.inflight.lock().expect("inflight lock").insert(key.clone(), rx.clone());
-                    let _unlist = Unlist { router: &this, key, rx };
+                    let _unlist = Unlist { router: &this, key: key.clone(), rx };
                     let outcome = this.route(&cx, &r, &call, &arguments).await;
-                    let stored = match &outcome {
-                        Ok(o) => store.finish_call(&cx.tenant, &cx.agent_id, &cx.run.run_id, &call.tool_call_id, &encode(o), this.now()).await,
-                        // A protocol fault is not an outcome: let a retry run it again.
-                        Err(_) => store.release_call(&cx.tenant, &cx.agent_id, &cx.run.run_id, &call.tool_call_id).await,
-                    };
                     let _ = tx.send(outcome.as_ref().ok().cloned());
-                    stored?;
+                    match &outcome {
+                        Ok(o) => this.store_outcome(&key, o).await,
+                        // A protocol fault is not an outcome: let a retry run it again.
+                        Err(_) => store.release_call(&key).await?,
+                    }
                     outcome.map(Attempt::Ran)
                 }
             };
-            match RunToEnd::new(attempt.instrument(tracing::Span::current())).await? {
+            let found = match RunToEnd::new(attempt.instrument(tracing::Span::current())).await? {
                 Attempt::Ran(outcome) => return Ok(outcome),
-                Attempt::Done(text) => return decode(&text),
-                Attempt::Running { since } => {
+                Attempt::Found(found) => found,
+            };
+            let stored_fingerprint = match &found {
+                Claim::Done { fingerprint, .. } | Claim::Running { fingerprint, .. } => fingerprint.as_deref(),
+                Claim::New => None,
+            };
+            if stored_fingerprint.is_some_and(|f| f != fingerprint) {
+                return Ok(Outcome::Fault(ModelFault::ToolCallIdReused { tool_call_id: call.tool_call_id.clone() }));
+            }
+            match found {
+                Claim::Done { outcome, .. } => return decode(&outcome),
+                Claim::Running { lease_until, .. } => {
                     let local = self.inflight.lock().expect("inflight lock").get(&key).cloned();
                     if let Some(mut rx) = local {
                         let outcome = rx.wait_for(|o| o.is_some()).await.ok().and_then(|o| o.clone());
@@ -67,13 +87,56 @@ impl Router {
                         }
                         continue;
                     }
-                    if self.now() - since > self.config.claim_timeout.as_millis() as i64 {
-                        let lost = Outcome::Fault(ModelFault::uncertain(&call.tool_name, "the first attempt with this tool call id never finished"));
-                        store.finish_call(&cx.tenant, &cx.agent_id, &cx.run.run_id, &call.tool_call_id, &encode(&lost), self.now()).await?;
-                        continue;
+                    if let Some(outcome) = self.await_elsewhere(&key, &call.tool_name, lease_until).await? {
+                        return Ok(outcome);
                     }
-                    // Executing elsewhere (another replica, or a process that restarted).
-                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Claim::New => unreachable!("a new claim runs above"),
+            }
+        }
+    }
+
+    /// Waits for a call another process holds: its outcome once stored, `None` when the claim
+    /// is gone (released: claim it again). A holder whose lease ran out is gone (killed, or
+    /// cut off by its shutdown): the call gets the uncertain outcome, never a second run.
+    async fn await_elsewhere(&self, key: &CallKey, tool: &str, mut lease_until: i64) -> Result<Option<Outcome>> {
+        let store = self.registry.store();
+        let mut pause = POLL_FIRST;
+        loop {
+            let now = self.now();
+            if now > lease_until {
+                let lost = Outcome::Fault(ModelFault::uncertain(tool, "the replica that ran it stopped before it reported its end"));
+                store.expire_call(key, &encode(&lost), now, Some(now)).await?;
+            } else {
+                let wait = Duration::from_millis((lease_until - now + 1) as u64).min(pause);
+                tokio::time::sleep(wait).await;
+                pause = (pause * 2).min(POLL_MAX);
+            }
+            match store.call_state(key).await? {
+                None => return Ok(None),
+                Some(Claim::Done { outcome, .. }) => return decode(&outcome).map(Some),
+                Some(Claim::Running { lease_until: renewed, .. }) => lease_until = renewed,
+                Some(Claim::New) => return Ok(None),
+            }
+        }
+    }
+
+    /// Stores a call's outcome, retrying with backoff. If the store stays out of reach the
+    /// caller still gets the outcome; the claim's lease then runs out and a retry gets the
+    /// uncertain outcome.
+    async fn store_outcome(&self, key: &CallKey, outcome: &Outcome) {
+        let text = encode(outcome);
+        let mut pause = Duration::from_millis(50);
+        for attempt in 1..=STORE_RETRIES {
+            match self.registry.store().finish_call(key, &text, self.now()).await {
+                Ok(()) => return,
+                Err(e) if attempt == STORE_RETRIES => {
+                    tracing::warn!(error = %e, attempts = attempt, "the outcome of a tool call could not be stored; a retry will get an uncertain outcome");
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, attempt, "storing a tool call's outcome failed; retrying");
+                    tokio::time::sleep(pause).await;
+                    pause *= 2;
                 }
             }
         }
@@ -115,8 +178,7 @@ impl<F: Future<Output: Send + 'static> + Send + 'static> Drop for RunToEnd<F> {
 #[allow(clippy::large_enum_variant)] // returned once per call; boxing the common case would allocate
 enum Attempt {
     Ran(Outcome),
-    Done(String),
-    Running { since: i64 },
+    Found(Claim),
 }
 
 /// Takes a finished (or abandoned) call off the in-process list, unless a newer claim of the
@@ -136,7 +198,52 @@ impl Drop for Unlist<'_> {
     }
 }
 
-fn encode(o: &Outcome) -> String {
+/// What a call is: its tool and its arguments (compared with object keys sorted), so a retry
+/// is told apart from another call under the same id.
+fn fingerprint(call: &ToolCall, arguments: &Arguments) -> String {
+    let mut text = call.tool_name.clone();
+    text.push('\0');
+    match arguments {
+        Ok(v) => canonical(v, &mut text),
+        Err(_) => text.push_str(&call.arguments_json),
+    }
+    let digest = Sha256::digest(text.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// JSON with every object's keys in byte order.
+fn canonical(v: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match v {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                canonical(&m[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, x) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(x, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+pub(super) fn encode(o: &Outcome) -> String {
     serde_json::to_string(o).unwrap_or_default()
 }
 

@@ -67,10 +67,4 @@ impl Router {
         self.admission.run_ended(tenant, agent_id, run_id);
         Ok(())
     }
-
-    /// Forgets idle runs; called periodically.
-    pub async fn expire_runs(&self) -> Result<u64> {
-        let before = self.now() - self.config.run_idle.as_millis() as i64;
-        Ok(self.registry.store().expire_runs(before).await?)
-    }
 }

@@ -8,28 +8,13 @@ use std::collections::HashSet;
 use tokio::sync::{mpsc, oneshot};
 
 use super::postgres::PgStore;
-use super::{Claim, StoreError};
+use super::{CallKey, Claim, ClaimRequest, StoreError};
 
 /// Most calls written by one statement (SQLite and PostgreSQL both take the parameters).
 pub(super) const MAX_BATCH: usize = 128;
 
-/// A tool call's identity: (tenant, agent, run, tool call id).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) struct CallKey {
-    pub tenant: String,
-    pub agent_id: String,
-    pub run_id: String,
-    pub call_id: String,
-}
-
-impl CallKey {
-    pub fn new(tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Self {
-        Self { tenant: tenant.into(), agent_id: agent_id.into(), run_id: run_id.into(), call_id: call_id.into() }
-    }
-}
-
 enum Op {
-    Claim { key: CallKey, now: i64, reply: oneshot::Sender<Result<Claim, StoreError>> },
+    Claim { key: CallKey, req: ClaimRequest, reply: oneshot::Sender<Result<Claim, StoreError>> },
     Finish { key: CallKey, outcome: String, now: i64, reply: oneshot::Sender<Result<(), StoreError>> },
 }
 
@@ -46,9 +31,9 @@ impl CallWriter {
         Self { tx }
     }
 
-    pub async fn claim(&self, key: CallKey, now: i64) -> Result<Claim, StoreError> {
+    pub async fn claim(&self, key: CallKey, req: ClaimRequest) -> Result<Claim, StoreError> {
         let (reply, answer) = oneshot::channel();
-        self.tx.send(Op::Claim { key, now, reply }).map_err(|_| StoreError::Closed)?;
+        self.tx.send(Op::Claim { key, req, reply }).map_err(|_| StoreError::Closed)?;
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
@@ -66,7 +51,7 @@ async fn run(backend: PgStore, mut rx: mpsc::UnboundedReceiver<Op>) {
         let mut finishes = Vec::new();
         for op in ops.drain(..) {
             match op {
-                Op::Claim { key, now, reply } => claims.push((key, now, reply)),
+                Op::Claim { key, req, reply } => claims.push((key, req, reply)),
                 Op::Finish { key, outcome, now, reply } => finishes.push((key, outcome, now, reply)),
             }
         }
@@ -98,28 +83,27 @@ async fn write_finishes(backend: &PgStore, finishes: Vec<Finish>) {
         // One statement each, so every call gets its own answer (and its own error).
         Err(_) => {
             for (k, outcome, now, reply) in finishes {
-                let r = backend.finish_call(&k.tenant, &k.agent_id, &k.run_id, &k.call_id, &outcome, now).await;
+                let r = backend.finish_call(&k, &outcome, now).await;
                 let _ = reply.send(r);
             }
         }
     }
 }
 
-type ClaimOp = (CallKey, i64, oneshot::Sender<Result<Claim, StoreError>>);
+type ClaimOp = (CallKey, ClaimRequest, oneshot::Sender<Result<Claim, StoreError>>);
 
 async fn write_claims(backend: &PgStore, claims: Vec<ClaimOp>) {
-    let rows: Vec<(&CallKey, i64)> = claims.iter().map(|(k, now, _)| (k, *now)).collect();
+    let rows: Vec<(&CallKey, &ClaimRequest)> = claims.iter().map(|(k, req, _)| (k, req)).collect();
     let inserted = backend.insert_claims(&rows).await;
     drop(rows);
     let mut inserted: HashSet<CallKey> = match inserted {
         Ok(keys) => keys.into_iter().collect(),
         Err(_) => HashSet::new(),
     };
-    for (key, now, reply) in claims {
+    for (key, req, reply) in claims {
         // The first request for a key that was inserted holds the claim; any other asks
         // for the state (a duplicate in the same batch finds it running).
-        let claim =
-            if inserted.remove(&key) { Ok(Claim::New) } else { backend.claim_call(&key.tenant, &key.agent_id, &key.run_id, &key.call_id, now).await };
+        let claim = if inserted.remove(&key) { Ok(Claim::New) } else { backend.claim_call(&key, &req).await };
         let _ = reply.send(claim);
     }
 }

@@ -13,7 +13,9 @@ mod calls;
 mod postgres;
 mod sqlite;
 
-use calls::{CallKey, CallWriter};
+pub use sqlite::LEGACY_LEASE_MS;
+
+use calls::CallWriter;
 
 use crate::telemetry::metrics::store_timer;
 
@@ -57,6 +59,55 @@ pub struct AgentRecord {
     pub update_time: i64,
 }
 
+/// A tool call's identity: (tenant, agent, run, tool call id).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CallKey {
+    pub tenant: String,
+    pub agent_id: String,
+    pub run_id: String,
+    pub call_id: String,
+}
+
+impl CallKey {
+    pub fn new(tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Self {
+        Self { tenant: tenant.into(), agent_id: agent_id.into(), run_id: run_id.into(), call_id: call_id.into() }
+    }
+}
+
+/// A claim of a tool call by one process instance, under a lease it renews while the call
+/// runs (SPEC §8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRequest {
+    /// What the call is (tool and arguments): a reused tool call id with another one is told
+    /// apart from a retry.
+    pub fingerprint: String,
+    /// The claiming process (replica and instance).
+    pub owner: String,
+    pub now: i64,
+    pub lease_until: i64,
+}
+
+/// A deferred record's holder while a resolution runs: the owner and its lease.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Lease<'a> {
+    pub owner: &'a str,
+    pub until: i64,
+}
+
+/// How many rows one retention pass deleted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Purged {
+    pub calls: u64,
+    pub deferred: u64,
+    pub runs: u64,
+}
+
+impl Purged {
+    pub fn total(&self) -> u64 {
+        self.calls + self.deferred + self.runs
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeferredRow {
     pub deferred_id: String,
@@ -69,20 +120,27 @@ pub struct DeferredRow {
     pub result: Option<String>,
     pub create_time: i64,
     pub resolve_time: Option<i64>,
+    /// While `executing`: until when its holder's lease runs.
+    pub lease_until: Option<i64>,
+    /// A pending record not resolved by then expires.
+    pub expire_time: Option<i64>,
 }
 
-/// Outcome of claiming a tool call id.
+/// Outcome of claiming a tool call id. `fingerprint` is the claim's (`None` for rows written
+/// before fingerprints were kept).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Claim {
     /// First time: the caller executes.
     New,
-    /// Another caller is executing it (claimed at `since`, unix ms).
-    Running { since: i64 },
+    /// Another caller is executing it (claimed at `since`, its lease running until
+    /// `lease_until`, unix ms).
+    Running { since: i64, lease_until: i64, fingerprint: Option<String> },
     /// Done: the stored outcome.
-    Done(String),
+    Done { outcome: String, fingerprint: Option<String> },
 }
 
 /// Outcome of moving a deferred record out of `pending`.
+#[allow(clippy::large_enum_variant)] // returned once per resolution; the row is needed whole
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Transition {
     Moved,
@@ -223,10 +281,24 @@ impl Store {
         dispatch!(self.run_version(tenant, agent_id, run_id, expired_before))
     }
 
-    /// Live runs of a tenant across its agents (for the per-tenant run limit).
-    pub async fn count_live_runs(&self, tenant: &str, expired_before: i64) -> Result<u64, StoreError> {
-        let _timer = store_timer("count_live_runs");
-        dispatch!(self.count_live_runs(tenant, expired_before))
+    /// Runs of a tenant across its agents (for the per-tenant run limit): a counter kept with
+    /// the runs, read in O(1). Runs idle past their expiry count until the sweeper forgets them.
+    pub async fn live_runs(&self, tenant: &str) -> Result<u64, StoreError> {
+        let _timer = store_timer("live_runs");
+        dispatch!(self.live_runs(tenant))
+    }
+
+    /// The hot tools frozen for a run at its first `GetModelTools`, if any.
+    pub async fn run_hot(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<Option<String>, StoreError> {
+        let _timer = store_timer("run_hot");
+        dispatch!(self.run_hot(tenant, agent_id, run_id))
+    }
+
+    /// Freezes a run's hot tools unless another request did first; returns the frozen ones
+    /// (`None` if the run is gone).
+    pub async fn freeze_run_hot(&self, tenant: &str, agent_id: &str, run_id: &str, hot: &str) -> Result<Option<String>, StoreError> {
+        let _timer = store_timer("freeze_run_hot");
+        dispatch!(self.freeze_run_hot(tenant, agent_id, run_id, hot))
     }
 
     pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
@@ -234,41 +306,55 @@ impl Store {
         dispatch!(self.end_run(tenant, agent_id, run_id))
     }
 
-    /// Forgets runs idle since before `expired_before`; returns how many.
-    pub async fn expire_runs(&self, expired_before: i64) -> Result<u64, StoreError> {
+    /// Forgets at most `limit` runs idle since before `expired_before`; returns how many.
+    pub async fn expire_runs(&self, expired_before: i64, limit: u32) -> Result<u64, StoreError> {
         let _timer = store_timer("expire_runs");
-        dispatch!(self.expire_runs(expired_before))
+        dispatch!(self.expire_runs(expired_before, limit))
     }
 
     // ----- tool-call idempotency -----
 
-    /// Claims (agent, run, tool_call_id) for execution, or reports who has it.
-    pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
+    /// Claims a tool call for execution under a lease, or reports who has it.
+    pub async fn claim_call(&self, key: &CallKey, req: &ClaimRequest) -> Result<Claim, StoreError> {
         let _timer = store_timer("claim_call");
         match &self.calls {
-            Some(calls) => calls.claim(CallKey::new(tenant, agent_id, run_id, call_id), now).await,
-            None => dispatch!(self.claim_call(tenant, agent_id, run_id, call_id, now)),
+            Some(calls) => calls.claim(key.clone(), req.clone()).await,
+            None => dispatch!(self.claim_call(key, req)),
         }
     }
 
-    pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
+    pub async fn call_state(&self, key: &CallKey) -> Result<Option<Claim>, StoreError> {
         let _timer = store_timer("call_state");
-        dispatch!(self.call_state(tenant, agent_id, run_id, call_id))
+        dispatch!(self.call_state(key))
     }
 
     /// Stores the outcome of a claimed call (only once).
-    pub async fn finish_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, outcome: &str, now: i64) -> Result<(), StoreError> {
+    pub async fn finish_call(&self, key: &CallKey, outcome: &str, now: i64) -> Result<(), StoreError> {
         let _timer = store_timer("finish_call");
         match &self.calls {
-            Some(calls) => calls.finish(CallKey::new(tenant, agent_id, run_id, call_id), outcome.to_string(), now).await,
-            None => dispatch!(self.finish_call(tenant, agent_id, run_id, call_id, outcome, now)),
+            Some(calls) => calls.finish(key.clone(), outcome.to_string(), now).await,
+            None => dispatch!(self.finish_call(key, outcome, now)),
         }
     }
 
     /// Drops an unfinished claim, so the call can run again.
-    pub async fn release_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<(), StoreError> {
+    pub async fn release_call(&self, key: &CallKey) -> Result<(), StoreError> {
         let _timer = store_timer("release_call");
-        dispatch!(self.release_call(tenant, agent_id, run_id, call_id))
+        dispatch!(self.release_call(key))
+    }
+
+    /// Extends the leases of `owner`'s unfinished claims among `keys` to `lease_until`.
+    pub async fn renew_calls(&self, owner: &str, keys: &[CallKey], lease_until: i64) -> Result<u64, StoreError> {
+        let _timer = store_timer("renew_calls");
+        dispatch!(self.renew_calls(owner, keys, lease_until))
+    }
+
+    /// Gives an unfinished claim `outcome` (the uncertain one): only once its lease ran out
+    /// before `lease_before` (its owner is gone), or whatever the lease when `None` (the
+    /// owner itself gives up). Returns whether it did.
+    pub async fn expire_call(&self, key: &CallKey, outcome: &str, now: i64, lease_before: Option<i64>) -> Result<bool, StoreError> {
+        let _timer = store_timer("expire_call");
+        dispatch!(self.expire_call(key, outcome, now, lease_before))
     }
 
     // ----- deferred records -----
@@ -283,17 +369,31 @@ impl Store {
         dispatch!(self.get_deferred(tenant, id))
     }
 
-    /// Moves a pending record to `state` with `resolution`, only if it is still pending.
-    pub async fn transition_deferred(&self, tenant: &str, id: &str, state: &str, resolution: &str, now: i64) -> Result<Transition, StoreError> {
+    /// Moves a pending, unexpired record to `executing` with `resolution`, held by `lease`,
+    /// only if it is still pending.
+    pub async fn transition_deferred(&self, tenant: &str, id: &str, resolution: &str, now: i64, lease: Lease<'_>) -> Result<Transition, StoreError> {
         let _timer = store_timer("transition_deferred");
-        dispatch!(self.transition_deferred(tenant, id, state, resolution, now))
+        dispatch!(self.transition_deferred(tenant, id, resolution, now, lease))
+    }
+
+    /// Extends the leases of `owner`'s executing records among `ids` (tenant, id).
+    pub async fn renew_deferred(&self, owner: &str, ids: &[(String, String)], lease_until: i64) -> Result<u64, StoreError> {
+        let _timer = store_timer("renew_deferred");
+        dispatch!(self.renew_deferred(owner, ids, lease_until))
     }
 
     /// Records the result of a resolution and marks the record resolved, if it is still
-    /// executing (the first result wins); returns whether it did.
-    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<bool, StoreError> {
+    /// executing (the first result wins) and, with `lease_before`, only if its holder's lease
+    /// ran out before then (the holder is gone); returns whether it did.
+    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64, lease_before: Option<i64>) -> Result<bool, StoreError> {
         let _timer = store_timer("complete_deferred");
-        dispatch!(self.complete_deferred(tenant, id, result, now))
+        dispatch!(self.complete_deferred(tenant, id, result, now, lease_before))
+    }
+
+    /// Marks at most `limit` pending records whose expiry passed as `expired`; returns how many.
+    pub async fn expire_deferred(&self, now: i64, limit: u32) -> Result<u64, StoreError> {
+        let _timer = store_timer("expire_deferred");
+        dispatch!(self.expire_deferred(now, limit))
     }
 
     /// Turns a pending, unresolved record into one the client executes: stores its new
@@ -322,6 +422,16 @@ impl Store {
     pub async fn count_pending(&self) -> Result<u64, StoreError> {
         let _timer = store_timer("count_pending");
         dispatch!(self.count_pending())
+    }
+
+    // ----- retention -----
+
+    /// Deletes at most `limit` rows of each kind older than the cut-off: finished tool-call
+    /// records (and claims abandoned that long ago) and resolved or expired deferred records.
+    /// The embedded store then checkpoints and truncates its WAL when it deleted anything.
+    pub async fn purge(&self, before: i64, limit: u32) -> Result<Purged, StoreError> {
+        let _timer = store_timer("purge");
+        dispatch!(self.purge(before, limit))
     }
 
     // ----- auto-pin usage -----

@@ -18,7 +18,8 @@ use std::time::Duration;
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRow};
 use sqlx::{Connection, Row};
 
-use super::{AgentRecord, CallKey, Claim, DeferredRow, StoreError, Transition, VersionRecord, decay};
+use super::sqlite::LEGACY_LEASE_MS;
+use super::{AgentRecord, CallKey, Claim, ClaimRequest, DeferredRow, Lease, Purged, StoreError, Transition, VersionRecord, decay};
 
 const SCHEMA: &str = include_str!("schema_postgres.sql");
 
@@ -237,7 +238,10 @@ impl PgStore {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        for table in ["agent_versions", "runs", "tool_usage"] {
+        let runs =
+            sqlx::query("DELETE FROM runs WHERE tenant = $1 AND agent_id = $2").bind(tenant).bind(agent_id).execute(&mut *tx).await?.rows_affected();
+        count_runs(&mut tx, tenant, -(runs as i64)).await?;
+        for table in ["agent_versions", "tool_usage"] {
             sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table} WHERE tenant = $1 AND agent_id = $2")))
                 .bind(tenant)
                 .bind(agent_id)
@@ -251,15 +255,22 @@ impl PgStore {
     // ----- runs -----
 
     /// The version a run is pinned to, pinning `version` if the run is new or expired
-    /// (idle since before `expired_before`). One statement: concurrent first calls of a
-    /// run (on any replica) agree on one version.
+    /// (idle since before `expired_before`; its frozen hot tools are then forgotten too). One
+    /// statement: concurrent first calls of a run (on any replica) agree on one version, and a
+    /// new run (`xmax = 0`: inserted, not updated) counts in its tenant's runs.
     pub async fn pin_run(&self, tenant: &str, agent_id: &str, run_id: &str, version: u32, now: i64, expired_before: i64) -> Result<u32, StoreError> {
         let row = sqlx::query(
-            "INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES ($1, $2, $3, $4, $5) \
-             ON CONFLICT (tenant, agent_id, run_id) DO UPDATE SET \
-             version = CASE WHEN runs.last_seen < $6 THEN EXCLUDED.version ELSE runs.version END, \
-             last_seen = EXCLUDED.last_seen \
-             RETURNING version",
+            "WITH up AS (\
+               INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES ($1, $2, $3, $4, $5) \
+               ON CONFLICT (tenant, agent_id, run_id) DO UPDATE SET \
+               version = CASE WHEN runs.last_seen < $6 THEN EXCLUDED.version ELSE runs.version END, \
+               hot = CASE WHEN runs.last_seen < $6 THEN NULL ELSE runs.hot END, \
+               last_seen = EXCLUDED.last_seen \
+               RETURNING version, (xmax = 0) AS inserted), \
+             counted AS (\
+               INSERT INTO tenant_runs (tenant, runs) SELECT $1, 1 FROM up WHERE inserted \
+               ON CONFLICT (tenant) DO UPDATE SET runs = tenant_runs.runs + 1) \
+             SELECT version FROM up",
         )
         .bind(tenant)
         .bind(agent_id)
@@ -284,47 +295,80 @@ impl PgStore {
         Ok(row.map(|r| r.get::<i64, _>(0) as u32))
     }
 
-    /// Live runs of a tenant (all agents): not ended, seen since `expired_before`.
-    pub async fn count_live_runs(&self, tenant: &str, expired_before: i64) -> Result<u64, StoreError> {
-        let row = sqlx::query("SELECT COUNT(*) FROM runs WHERE tenant = $1 AND last_seen >= $2")
+    /// Runs of a tenant (all agents): the counter kept with them.
+    pub async fn live_runs(&self, tenant: &str) -> Result<u64, StoreError> {
+        let row = sqlx::query("SELECT runs FROM tenant_runs WHERE tenant = $1").bind(tenant).fetch_optional(&self.pool).await?;
+        Ok(row.map_or(0, |r| r.get::<i64, _>(0).max(0) as u64))
+    }
+
+    pub async fn run_hot(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("SELECT hot FROM runs WHERE tenant = $1 AND agent_id = $2 AND run_id = $3")
             .bind(tenant)
-            .bind(expired_before)
-            .fetch_one(&self.pool)
+            .bind(agent_id)
+            .bind(run_id)
+            .fetch_optional(&self.pool)
             .await?;
-        Ok(row.get::<i64, _>(0) as u64)
+        Ok(row.and_then(|r| r.get::<Option<String>, _>(0)))
+    }
+
+    pub async fn freeze_run_hot(&self, tenant: &str, agent_id: &str, run_id: &str, hot: &str) -> Result<Option<String>, StoreError> {
+        let row = sqlx::query("UPDATE runs SET hot = COALESCE(hot, $1) WHERE tenant = $2 AND agent_id = $3 AND run_id = $4 RETURNING hot")
+            .bind(hot)
+            .bind(tenant)
+            .bind(agent_id)
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.and_then(|r| r.get::<Option<String>, _>(0)))
     }
 
     pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
+        let mut tx = self.pool.begin().await?;
         let n = sqlx::query("DELETE FROM runs WHERE tenant = $1 AND agent_id = $2 AND run_id = $3")
             .bind(tenant)
             .bind(agent_id)
             .bind(run_id)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
+        count_runs(&mut tx, tenant, -(n as i64)).await?;
+        tx.commit().await?;
         Ok(n > 0)
     }
 
-    /// Forgets runs idle since before `expired_before`; returns how many.
-    pub async fn expire_runs(&self, expired_before: i64) -> Result<u64, StoreError> {
-        Ok(sqlx::query("DELETE FROM runs WHERE last_seen < $1").bind(expired_before).execute(&self.pool).await?.rows_affected())
+    /// Forgets at most `limit` runs idle since before `expired_before`; returns how many.
+    pub async fn expire_runs(&self, expired_before: i64, limit: u32) -> Result<u64, StoreError> {
+        let row = sqlx::query(
+            "WITH gone AS (DELETE FROM runs WHERE ctid IN (SELECT ctid FROM runs WHERE last_seen < $1 LIMIT $2) RETURNING tenant), \
+             per AS (SELECT tenant, COUNT(*) AS n FROM gone GROUP BY tenant), \
+             counted AS (UPDATE tenant_runs t SET runs = GREATEST(t.runs - per.n, 0) FROM per WHERE t.tenant = per.tenant) \
+             SELECT COALESCE(SUM(n), 0)::BIGINT FROM per",
+        )
+        .bind(expired_before)
+        .bind(limit as i64)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(row.get::<i64, _>(0) as u64)
     }
 
     // ----- tool-call idempotency -----
 
-    /// Claims (agent, run, tool_call_id) for execution, or reports who has it. The primary
+    /// Claims a tool call for execution under a lease, or reports who has it. The primary
     /// key decides between replicas: a concurrent insert waits for the first to commit.
-    pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
+    pub async fn claim_call(&self, k: &CallKey, req: &ClaimRequest) -> Result<Claim, StoreError> {
         for _ in 0..8 {
             let inserted = sqlx::query(
-                "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES ($1, $2, $3, $4, NULL, $5) \
-                 ON CONFLICT (tenant, agent_id, run_id, tool_call_id) DO NOTHING",
+                "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time, owner, lease_until, fingerprint) \
+                 VALUES ($1, $2, $3, $4, NULL, $5, $6, $7, $8) ON CONFLICT (tenant, agent_id, run_id, tool_call_id) DO NOTHING",
             )
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(call_id)
-            .bind(now)
+            .bind(&k.tenant)
+            .bind(&k.agent_id)
+            .bind(&k.run_id)
+            .bind(&k.call_id)
+            .bind(req.now)
+            .bind(&req.owner)
+            .bind(req.lease_until)
+            .bind(&req.fingerprint)
             .execute(&self.pool)
             .await?
             .rows_affected();
@@ -332,41 +376,46 @@ impl PgStore {
                 return Ok(Claim::New);
             }
             // Gone again (its holder released it between the two statements): claim anew.
-            if let Some(claim) = self.call_state(tenant, agent_id, run_id, call_id).await? {
+            if let Some(claim) = self.call_state(k).await? {
                 return Ok(claim);
             }
         }
         // Claimed and released over and over: report it busy; the caller asks again.
-        Ok(Claim::Running { since: now })
+        Ok(Claim::Running { since: req.now, lease_until: req.lease_until, fingerprint: None })
     }
 
-    pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
-        let row =
-            sqlx::query("SELECT outcome, update_time FROM tool_calls WHERE tenant = $1 AND agent_id = $2 AND run_id = $3 AND tool_call_id = $4")
-                .bind(tenant)
-                .bind(agent_id)
-                .bind(run_id)
-                .bind(call_id)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(row.map(|r| match r.get::<Option<String>, _>(0) {
-            Some(o) => Claim::Done(o),
-            None => Claim::Running { since: r.get(1) },
+    pub async fn call_state(&self, k: &CallKey) -> Result<Option<Claim>, StoreError> {
+        let row = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "SELECT outcome, update_time, COALESCE(lease_until, update_time + {LEGACY_LEASE_MS}), fingerprint FROM tool_calls \
+             WHERE tenant = $1 AND agent_id = $2 AND run_id = $3 AND tool_call_id = $4"
+        )))
+        .bind(&k.tenant)
+        .bind(&k.agent_id)
+        .bind(&k.run_id)
+        .bind(&k.call_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| {
+            let fingerprint = r.get(3);
+            match r.get::<Option<String>, _>(0) {
+                Some(outcome) => Claim::Done { outcome, fingerprint },
+                None => Claim::Running { since: r.get(1), lease_until: r.get(2), fingerprint },
+            }
         }))
     }
 
     /// Stores the outcome of a claimed call (only once).
-    pub async fn finish_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, outcome: &str, now: i64) -> Result<(), StoreError> {
+    pub async fn finish_call(&self, k: &CallKey, outcome: &str, now: i64) -> Result<(), StoreError> {
         sqlx::query(
             "UPDATE tool_calls SET outcome = $1, update_time = $2 \
              WHERE tenant = $3 AND agent_id = $4 AND run_id = $5 AND tool_call_id = $6 AND outcome IS NULL",
         )
         .bind(outcome)
         .bind(now)
-        .bind(tenant)
-        .bind(agent_id)
-        .bind(run_id)
-        .bind(call_id)
+        .bind(&k.tenant)
+        .bind(&k.agent_id)
+        .bind(&k.run_id)
+        .bind(&k.call_id)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -374,21 +423,29 @@ impl PgStore {
 
     /// Claims many calls at once; returns the keys it inserted (a key twice in `rows` is
     /// inserted once).
-    pub(super) async fn insert_claims(&self, rows: &[(&CallKey, i64)]) -> Result<Vec<CallKey>, StoreError> {
+    pub(super) async fn insert_claims(&self, rows: &[(&CallKey, &ClaimRequest)]) -> Result<Vec<CallKey>, StoreError> {
         let values: Vec<String> = (0..rows.len())
             .map(|i| {
-                let n = i * 5;
-                format!("(${}, ${}, ${}, ${}, NULL, ${})", n + 1, n + 2, n + 3, n + 4, n + 5)
+                let n = i * 8;
+                format!("(${}, ${}, ${}, ${}, NULL, ${}, ${}, ${}, ${})", n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 7, n + 8)
             })
             .collect();
         let sql = format!(
-            "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES {} \
+            "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time, owner, lease_until, fingerprint) VALUES {} \
              ON CONFLICT (tenant, agent_id, run_id, tool_call_id) DO NOTHING RETURNING tenant, agent_id, run_id, tool_call_id",
             values.join(", ")
         );
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (k, now) in rows {
-            q = q.bind(&k.tenant).bind(&k.agent_id).bind(&k.run_id).bind(&k.call_id).bind(*now);
+        for (k, req) in rows {
+            q = q
+                .bind(&k.tenant)
+                .bind(&k.agent_id)
+                .bind(&k.run_id)
+                .bind(&k.call_id)
+                .bind(req.now)
+                .bind(&req.owner)
+                .bind(req.lease_until)
+                .bind(&req.fingerprint);
         }
         let inserted = q.fetch_all(&self.pool).await?;
         Ok(inserted.iter().map(|r| CallKey { tenant: r.get(0), agent_id: r.get(1), run_id: r.get(2), call_id: r.get(3) }).collect())
@@ -418,23 +475,68 @@ impl PgStore {
     }
 
     /// Drops an unfinished claim, so the call can run again.
-    pub async fn release_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<(), StoreError> {
+    pub async fn release_call(&self, k: &CallKey) -> Result<(), StoreError> {
         sqlx::query("DELETE FROM tool_calls WHERE tenant = $1 AND agent_id = $2 AND run_id = $3 AND tool_call_id = $4 AND outcome IS NULL")
-            .bind(tenant)
-            .bind(agent_id)
-            .bind(run_id)
-            .bind(call_id)
+            .bind(&k.tenant)
+            .bind(&k.agent_id)
+            .bind(&k.run_id)
+            .bind(&k.call_id)
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    /// Extends the leases of `owner`'s unfinished claims among `keys`: one statement.
+    pub async fn renew_calls(&self, owner: &str, keys: &[CallKey], lease_until: i64) -> Result<u64, StoreError> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let column = |f: fn(&CallKey) -> &String| keys.iter().map(|k| f(k).clone()).collect::<Vec<String>>();
+        let n = sqlx::query(
+            "UPDATE tool_calls t SET lease_until = $1 \
+             FROM unnest($2::TEXT[], $3::TEXT[], $4::TEXT[], $5::TEXT[]) AS v (tenant, agent_id, run_id, tool_call_id) \
+             WHERE t.tenant = v.tenant AND t.agent_id = v.agent_id AND t.run_id = v.run_id AND t.tool_call_id = v.tool_call_id \
+             AND t.owner = $6 AND t.outcome IS NULL",
+        )
+        .bind(lease_until)
+        .bind(column(|k| &k.tenant))
+        .bind(column(|k| &k.agent_id))
+        .bind(column(|k| &k.run_id))
+        .bind(column(|k| &k.call_id))
+        .bind(owner)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(n)
+    }
+
+    /// Gives an unfinished claim its outcome: once its lease ran out before `lease_before`,
+    /// or whatever the lease when `None`.
+    pub async fn expire_call(&self, k: &CallKey, outcome: &str, now: i64, lease_before: Option<i64>) -> Result<bool, StoreError> {
+        let n = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE tool_calls SET outcome = $1, update_time = $2 \
+             WHERE tenant = $3 AND agent_id = $4 AND run_id = $5 AND tool_call_id = $6 AND outcome IS NULL \
+             AND ($7::BIGINT IS NULL OR COALESCE(lease_until, update_time + {LEGACY_LEASE_MS}) < $7)"
+        )))
+        .bind(outcome)
+        .bind(now)
+        .bind(&k.tenant)
+        .bind(&k.agent_id)
+        .bind(&k.run_id)
+        .bind(&k.call_id)
+        .bind(lease_before)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(n == 1)
     }
 
     // ----- deferred records -----
 
     pub async fn insert_deferred(&self, tenant: &str, row: &DeferredRow) -> Result<(), StoreError> {
         sqlx::query(
-            "INSERT INTO deferred (tenant, deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            "INSERT INTO deferred (tenant, deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time, \
+             expire_time) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .bind(tenant)
         .bind(&row.deferred_id)
@@ -447,6 +549,7 @@ impl PgStore {
         .bind(&row.result)
         .bind(row.create_time)
         .bind(row.resolve_time)
+        .bind(row.expire_time)
         .execute(&self.pool)
         .await?;
         Ok(())
@@ -461,16 +564,19 @@ impl PgStore {
         Ok(row.as_ref().map(deferred_from_row))
     }
 
-    /// Moves a pending record to `state` with `resolution`, only if it is still pending.
-    /// One conditional UPDATE: of two replicas resolving at once, the second waits for the
-    /// first's row lock, re-checks `state = 'pending'` and moves nothing.
-    pub async fn transition_deferred(&self, tenant: &str, id: &str, state: &str, resolution: &str, now: i64) -> Result<Transition, StoreError> {
+    /// Moves a pending, unexpired record to `executing` with `resolution` under `lease`,
+    /// only if it is still pending. One conditional UPDATE: of two replicas resolving at
+    /// once, the second waits for the first's row lock, re-checks `state = 'pending'` and
+    /// moves nothing.
+    pub async fn transition_deferred(&self, tenant: &str, id: &str, resolution: &str, now: i64, lease: Lease<'_>) -> Result<Transition, StoreError> {
         let n = sqlx::query(
-            "UPDATE deferred SET state = $1, resolution = $2, resolve_time = $3 WHERE tenant = $4 AND deferred_id = $5 AND state = 'pending'",
+            "UPDATE deferred SET state = 'executing', resolution = $1, resolve_time = $2, owner = $3, lease_until = $4 \
+             WHERE tenant = $5 AND deferred_id = $6 AND state = 'pending' AND (expire_time IS NULL OR expire_time > $2)",
         )
-        .bind(state)
         .bind(resolution)
         .bind(now)
+        .bind(lease.owner)
+        .bind(lease.until)
         .bind(tenant)
         .bind(id)
         .execute(&self.pool)
@@ -485,19 +591,59 @@ impl PgStore {
         })
     }
 
-    /// Records the result of a resolution and marks the record resolved.
-    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<bool, StoreError> {
+    /// Extends the leases of `owner`'s executing records among `ids`: one statement.
+    pub async fn renew_deferred(&self, owner: &str, ids: &[(String, String)], lease_until: i64) -> Result<u64, StoreError> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let tenants: Vec<String> = ids.iter().map(|(t, _)| t.clone()).collect();
+        let deferred: Vec<String> = ids.iter().map(|(_, d)| d.clone()).collect();
         let n = sqlx::query(
-            "UPDATE deferred SET state = 'resolved', result = $1, resolve_time = $2 WHERE tenant = $3 AND deferred_id = $4 AND state = 'executing'",
+            "UPDATE deferred d SET lease_until = $1 FROM unnest($2::TEXT[], $3::TEXT[]) AS v (tenant, deferred_id) \
+             WHERE d.tenant = v.tenant AND d.deferred_id = v.deferred_id AND d.owner = $4 AND d.state = 'executing'",
         )
+        .bind(lease_until)
+        .bind(tenants)
+        .bind(deferred)
+        .bind(owner)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(n)
+    }
+
+    /// Records the result of a resolution and marks the record resolved, if it is still
+    /// executing (the first result wins) and, with `lease_before`, its holder's lease ran out
+    /// before then.
+    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64, lease_before: Option<i64>) -> Result<bool, StoreError> {
+        let n = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE deferred SET state = 'resolved', result = $1, resolve_time = $2, lease_until = NULL \
+             WHERE tenant = $3 AND deferred_id = $4 AND state = 'executing' \
+             AND ($5::BIGINT IS NULL OR COALESCE(lease_until, resolve_time + {LEGACY_LEASE_MS}) < $5)"
+        )))
         .bind(result)
         .bind(now)
         .bind(tenant)
         .bind(id)
+        .bind(lease_before)
         .execute(&self.pool)
         .await?
         .rows_affected();
         Ok(n == 1)
+    }
+
+    /// Marks at most `limit` pending records whose expiry passed as expired.
+    pub async fn expire_deferred(&self, now: i64, limit: u32) -> Result<u64, StoreError> {
+        let n = sqlx::query(
+            "UPDATE deferred SET state = 'expired', resolve_time = expire_time WHERE ctid IN \
+             (SELECT ctid FROM deferred WHERE state = 'pending' AND expire_time IS NOT NULL AND expire_time <= $1 LIMIT $2)",
+        )
+        .bind(now)
+        .bind(limit as i64)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(n)
     }
 
     /// Hands a pending record to the client: its record (now a client execution) and the
@@ -555,6 +701,28 @@ impl PgStore {
     pub async fn count_pending(&self) -> Result<u64, StoreError> {
         let row = sqlx::query("SELECT COUNT(*) FROM deferred WHERE state = 'pending'").fetch_one(&self.pool).await?;
         Ok(row.get::<i64, _>(0) as u64)
+    }
+
+    // ----- retention -----
+
+    /// Deletes at most `limit` rows of each kind older than `before`.
+    pub async fn purge(&self, before: i64, limit: u32) -> Result<Purged, StoreError> {
+        let calls = sqlx::query("DELETE FROM tool_calls WHERE ctid IN (SELECT ctid FROM tool_calls WHERE update_time < $1 LIMIT $2)")
+            .bind(before)
+            .bind(limit as i64)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let deferred = sqlx::query(
+            "DELETE FROM deferred WHERE ctid IN \
+             (SELECT ctid FROM deferred WHERE state IN ('resolved', 'expired') AND resolve_time < $1 LIMIT $2)",
+        )
+        .bind(before)
+        .bind(limit as i64)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(Purged { calls, deferred, runs: 0 })
     }
 
     // ----- auto-pin usage -----
@@ -641,8 +809,8 @@ fn migrations() -> Vec<(i64, &'static str)> {
     out
 }
 
-const DEFERRED_SELECT: &str =
-    "SELECT deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time FROM deferred";
+const DEFERRED_SELECT: &str = "SELECT deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time, \
+     lease_until, expire_time FROM deferred";
 
 fn deferred_from_row(r: &PgRow) -> DeferredRow {
     DeferredRow {
@@ -656,7 +824,24 @@ fn deferred_from_row(r: &PgRow) -> DeferredRow {
         result: r.get(7),
         create_time: r.get(8),
         resolve_time: r.get(9),
+        lease_until: r.get(10),
+        expire_time: r.get(11),
     }
+}
+
+/// Adds `delta` to a tenant's run counter.
+async fn count_runs(tx: &mut sqlx::Transaction<'static, sqlx::Postgres>, tenant: &str, delta: i64) -> Result<(), StoreError> {
+    if delta != 0 {
+        sqlx::query(
+            "INSERT INTO tenant_runs (tenant, runs) VALUES ($1, GREATEST($2, 0)) \
+             ON CONFLICT (tenant) DO UPDATE SET runs = GREATEST(tenant_runs.runs + $2, 0)",
+        )
+        .bind(tenant)
+        .bind(delta)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
 }
 
 fn version_from_row(agent_id: &str, r: &PgRow) -> VersionRecord {

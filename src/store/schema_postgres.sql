@@ -68,3 +68,19 @@ CREATE TABLE tool_usage (
     last_update BIGINT NOT NULL,
     PRIMARY KEY (tenant, agent_id, user_id, tool_name)
 );
+
+-- migration 2: leases on claims and executing records, fingerprints of calls, expiry of pending records, run counters, frozen hot tools, retention indexes
+-- Leases of rows from earlier versions stay NULL (read as their last update plus the old
+-- claim timeout), so a rolling upgrade never expires a call an older replica still runs.
+ALTER TABLE tool_calls ADD COLUMN owner TEXT;
+ALTER TABLE tool_calls ADD COLUMN lease_until BIGINT;
+ALTER TABLE tool_calls ADD COLUMN fingerprint TEXT;
+CREATE INDEX tool_calls_by_time ON tool_calls (update_time);
+ALTER TABLE deferred ADD COLUMN owner TEXT;
+ALTER TABLE deferred ADD COLUMN lease_until BIGINT;
+ALTER TABLE deferred ADD COLUMN expire_time BIGINT;
+CREATE INDEX deferred_done_by_time ON deferred (resolve_time) WHERE state IN ('resolved', 'expired');
+CREATE INDEX deferred_expiring ON deferred (expire_time) WHERE state = 'pending' AND expire_time IS NOT NULL;
+ALTER TABLE runs ADD COLUMN hot TEXT;
+CREATE TABLE tenant_runs (tenant TEXT COLLATE "C" PRIMARY KEY, runs BIGINT NOT NULL);
+INSERT INTO tenant_runs (tenant, runs) SELECT tenant, COUNT(*) FROM runs GROUP BY tenant;

@@ -25,9 +25,17 @@ use tokio::sync::oneshot;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
 
-use super::{AgentRecord, Claim, DeferredRow, StoreError, Transition, VersionRecord, decay};
+use super::{AgentRecord, CallKey, Claim, ClaimRequest, DeferredRow, Lease, Purged, StoreError, Transition, VersionRecord, decay};
 
-const SCHEMA: &str = include_str!("schema_sqlite.sql");
+/// The schema, as migrations applied in order and counted in `PRAGMA user_version`. The
+/// first is the original schema (`IF NOT EXISTS`: files made before versions were counted
+/// have it already); append new ones, never edit one that has shipped.
+const MIGRATIONS: [&str; 2] = [include_str!("schema_sqlite.sql"), include_str!("schema_sqlite_2.sql")];
+
+/// A claim or executing record written before leases were kept is taken as held this long
+/// after its last update (the claim timeout of those versions), so a rolling upgrade never
+/// expires a call an older replica still runs.
+pub const LEGACY_LEASE_MS: i64 = 600_000;
 
 /// Reader connections of a file database.
 const READERS: usize = 4;
@@ -156,8 +164,8 @@ fn lock_pending(m: &Mutex<Vec<CallWrite>>) -> MutexGuard<'_, Vec<CallWrite>> {
 /// while the writer is busy: one transaction (one commit) for all of them (group commit).
 /// Alone, it is written at once by the caller.
 enum CallWrite {
-    Claim { key: [String; 4], now: i64, reply: oneshot::Sender<Result<Claim, StoreError>> },
-    Finish { key: [String; 4], outcome: String, now: i64, reply: oneshot::Sender<Result<(), StoreError>> },
+    Claim { key: CallKey, req: ClaimRequest, reply: oneshot::Sender<Result<Claim, StoreError>> },
+    Finish { key: CallKey, outcome: String, now: i64, reply: oneshot::Sender<Result<(), StoreError>> },
 }
 
 /// Writes a batch in one transaction, in queue order (the first claim of a call id wins, the
@@ -177,7 +185,10 @@ fn write_calls(c: &mut Connection, batch: Vec<CallWrite>) {
         Ok(done) => {
             for (w, d) in batch.into_iter().zip(done) {
                 match w {
-                    CallWrite::Claim { reply, now, .. } => drop(reply.send(Ok(d.unwrap_or(Claim::Running { since: now })))),
+                    CallWrite::Claim { reply, req, .. } => {
+                        let running = Claim::Running { since: req.now, lease_until: req.lease_until, fingerprint: Some(req.fingerprint) };
+                        drop(reply.send(Ok(d.unwrap_or(running))))
+                    }
                     CallWrite::Finish { reply, .. } => drop(reply.send(Ok(()))),
                 }
             }
@@ -197,22 +208,23 @@ fn write_calls(c: &mut Connection, batch: Vec<CallWrite>) {
 /// One claim (its state: `Some`) or outcome (`None`).
 fn write_call(c: &Connection, w: &CallWrite) -> rusqlite::Result<Option<Claim>> {
     match w {
-        CallWrite::Claim { key: [tenant, agent_id, run_id, call_id], now, .. } => {
+        CallWrite::Claim { key: k, req, .. } => {
             let inserted = c
                 .prepare_cached(
-                    "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time) VALUES (?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING",
+                    "INSERT INTO tool_calls (tenant, agent_id, run_id, tool_call_id, outcome, update_time, owner, lease_until, fingerprint) \
+                     VALUES (?, ?, ?, ?, NULL, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 )?
-                .execute(params![tenant, agent_id, run_id, call_id, now])?;
+                .execute(params![k.tenant, k.agent_id, k.run_id, k.call_id, req.now, req.owner, req.lease_until, req.fingerprint])?;
             if inserted == 1 {
                 return Ok(Some(Claim::New));
             }
-            call_state_on(c, tenant, agent_id, run_id, call_id)
+            call_state_on(c, k)
         }
-        CallWrite::Finish { key: [tenant, agent_id, run_id, call_id], outcome, now, .. } => {
+        CallWrite::Finish { key: k, outcome, now, .. } => {
             c.prepare_cached(
                 "UPDATE tool_calls SET outcome = ?, update_time = ? WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL",
             )?
-            .execute(params![outcome, now, tenant, agent_id, run_id, call_id])?;
+            .execute(params![outcome, now, k.tenant, k.agent_id, k.run_id, k.call_id])?;
             Ok(None)
         }
     }
@@ -267,9 +279,9 @@ impl SqliteStore {
 
     fn open_blocking(file: Option<&str>) -> Result<Arc<Db>, StoreError> {
         let Some(file) = file else {
-            let c = Connection::open_in_memory()?;
+            let mut c = Connection::open_in_memory()?;
             configure(&c, false)?;
-            c.execute_batch(SCHEMA)?;
+            migrate(&mut c)?;
             return Ok(Arc::new(Db {
                 writer: tokio::sync::Mutex::new(c),
                 pending: Mutex::new(Vec::new()),
@@ -277,14 +289,10 @@ impl SqliteStore {
                 next_reader: AtomicUsize::new(0),
             }));
         };
-        let writer = Connection::open(file)?;
+        let mut writer = Connection::open(file)?;
         writer.pragma_update(None, "journal_mode", "WAL")?;
         configure(&writer, true)?;
-        {
-            let tx = rusqlite::Transaction::new_unchecked(&writer, TransactionBehavior::Immediate)?;
-            tx.execute_batch(SCHEMA)?;
-            tx.commit()?;
-        }
+        migrate(&mut writer)?;
         let open_reader = || -> Result<Mutex<Connection>, StoreError> {
             let c = Connection::open_with_flags(file, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)?;
             configure(&c, false)?;
@@ -471,7 +479,9 @@ impl SqliteStore {
         self.write_blocking(move |c| {
             let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
             let n = tx.execute("DELETE FROM agents WHERE tenant = ? AND agent_id = ?", params![tenant, agent_id])?;
-            for table in ["agent_versions", "runs", "tool_usage"] {
+            let runs = tx.execute("DELETE FROM runs WHERE tenant = ? AND agent_id = ?", params![tenant, agent_id])?;
+            count_runs(&tx, &tenant, -(runs as i64))?;
+            for table in ["agent_versions", "tool_usage"] {
                 tx.execute(&format!("DELETE FROM {table} WHERE tenant = ? AND agent_id = ?"), params![tenant, agent_id])?;
             }
             tx.commit()?;
@@ -483,20 +493,35 @@ impl SqliteStore {
     // ----- runs -----
 
     /// The version a run is pinned to, pinning `version` if the run is new or expired
-    /// (idle since before `expired_before`).
+    /// (idle since before `expired_before`; then its frozen hot tools are forgotten too). A
+    /// new run counts in its tenant's runs.
     pub async fn pin_run(&self, tenant: &str, agent_id: &str, run_id: &str, version: u32, now: i64, expired_before: i64) -> Result<u32, StoreError> {
-        Ok(self
-            .db
-            .writer_async()
-            .await
-            .prepare_cached(
-                "INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES (?, ?, ?, ?, ?) \
-                 ON CONFLICT (tenant, agent_id, run_id) DO UPDATE SET \
-                 version = CASE WHEN runs.last_seen < ? THEN excluded.version ELSE runs.version END, \
-                 last_seen = excluded.last_seen \
-                 RETURNING version",
-            )?
-            .query_row(params![tenant, agent_id, run_id, version, now, expired_before], |r| r.get(0))?)
+        let mut c = self.db.writer_async().await;
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let existing: Option<(u32, i64)> = tx
+            .prepare_cached("SELECT version, last_seen FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ?")?
+            .query_row(params![tenant, agent_id, run_id], |r| Ok((r.get(0)?, r.get(1)?)))
+            .optional()?;
+        let pinned = match existing {
+            None => {
+                tx.prepare_cached("INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES (?, ?, ?, ?, ?)")?
+                    .execute(params![tenant, agent_id, run_id, version, now])?;
+                count_runs(&tx, tenant, 1)?;
+                version
+            }
+            Some((_, last_seen)) if last_seen < expired_before => {
+                tx.prepare_cached("UPDATE runs SET version = ?, last_seen = ?, hot = NULL WHERE tenant = ? AND agent_id = ? AND run_id = ?")?
+                    .execute(params![version, now, tenant, agent_id, run_id])?;
+                version
+            }
+            Some((pinned, _)) => {
+                tx.prepare_cached("UPDATE runs SET last_seen = ? WHERE tenant = ? AND agent_id = ? AND run_id = ?")?
+                    .execute(params![now, tenant, agent_id, run_id])?;
+                pinned
+            }
+        };
+        tx.commit()?;
+        Ok(pinned)
     }
 
     /// The version a live run is pinned to.
@@ -510,39 +535,76 @@ impl SqliteStore {
             .optional()?)
     }
 
-    /// Live runs of a tenant (all agents): not ended, seen since `expired_before`.
-    pub async fn count_live_runs(&self, tenant: &str, expired_before: i64) -> Result<u64, StoreError> {
-        Ok(self
+    /// Runs of a tenant (all agents): the counter kept with them.
+    pub async fn live_runs(&self, tenant: &str) -> Result<u64, StoreError> {
+        let n: Option<i64> = self
             .db
             .reader_async()
             .await
-            .prepare_cached("SELECT COUNT(*) FROM runs WHERE tenant = ? AND last_seen >= ?")?
-            .query_row(params![tenant, expired_before], |r| r.get::<_, i64>(0))? as u64)
+            .prepare_cached("SELECT runs FROM tenant_runs WHERE tenant = ?")?
+            .query_row(params![tenant], |r| r.get(0))
+            .optional()?;
+        Ok(n.unwrap_or(0).max(0) as u64)
     }
 
-    pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
-        let n = self
+    pub async fn run_hot(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<Option<String>, StoreError> {
+        let hot: Option<Option<String>> = self
+            .db
+            .reader_async()
+            .await
+            .prepare_cached("SELECT hot FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ?")?
+            .query_row(params![tenant, agent_id, run_id], |r| r.get(0))
+            .optional()?;
+        Ok(hot.flatten())
+    }
+
+    pub async fn freeze_run_hot(&self, tenant: &str, agent_id: &str, run_id: &str, hot: &str) -> Result<Option<String>, StoreError> {
+        let frozen: Option<Option<String>> = self
             .db
             .writer_async()
             .await
-            .prepare_cached("DELETE FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ?")?
-            .execute(params![tenant, agent_id, run_id])?;
+            .prepare_cached("UPDATE runs SET hot = COALESCE(hot, ?) WHERE tenant = ? AND agent_id = ? AND run_id = ? RETURNING hot")?
+            .query_row(params![hot, tenant, agent_id, run_id], |r| r.get(0))
+            .optional()?;
+        Ok(frozen.flatten())
+    }
+
+    pub async fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool, StoreError> {
+        let mut c = self.db.writer_async().await;
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let n = tx.prepare_cached("DELETE FROM runs WHERE tenant = ? AND agent_id = ? AND run_id = ?")?.execute(params![tenant, agent_id, run_id])?;
+        count_runs(&tx, tenant, -(n as i64))?;
+        tx.commit()?;
         Ok(n > 0)
     }
 
-    /// Forgets runs idle since before `expired_before`; returns how many.
-    pub async fn expire_runs(&self, expired_before: i64) -> Result<u64, StoreError> {
-        Ok(self.db.writer_async().await.execute("DELETE FROM runs WHERE last_seen < ?", params![expired_before])? as u64)
+    /// Forgets at most `limit` runs idle since before `expired_before`; returns how many.
+    pub async fn expire_runs(&self, expired_before: i64, limit: u32) -> Result<u64, StoreError> {
+        let mut c = self.db.writer_async().await;
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let tenants: Vec<String> = tx
+            .prepare_cached("DELETE FROM runs WHERE rowid IN (SELECT rowid FROM runs WHERE last_seen < ? LIMIT ?) RETURNING tenant")?
+            .query_map(params![expired_before, limit], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        let mut per_tenant: std::collections::BTreeMap<&str, i64> = Default::default();
+        for t in &tenants {
+            *per_tenant.entry(t).or_default() += 1;
+        }
+        for (tenant, n) in per_tenant {
+            count_runs(&tx, tenant, -n)?;
+        }
+        tx.commit()?;
+        Ok(tenants.len() as u64)
     }
 
     // ----- tool-call idempotency -----
 
-    /// Claims (agent, run, tool_call_id) for execution, or reports who has it: either this
+    /// Claims a tool call for execution under a lease, or reports who has it: either this
     /// insert made the row (the caller executes) or the row is read in the same transaction,
     /// so a concurrent release cannot slip in between.
-    pub async fn claim_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, now: i64) -> Result<Claim, StoreError> {
-        let key = [tenant.to_string(), agent_id.to_string(), run_id.to_string(), call_id.to_string()];
-        self.queue_call(|reply| CallWrite::Claim { key, now, reply }).await
+    pub async fn claim_call(&self, key: &CallKey, req: &ClaimRequest) -> Result<Claim, StoreError> {
+        let (key, req) = (key.clone(), req.clone());
+        self.queue_call(|reply| CallWrite::Claim { key, req, reply }).await
     }
 
     /// Holds the writer until the returned guard is dropped (tests: writes queue meanwhile).
@@ -568,25 +630,57 @@ impl SqliteStore {
         answer.await.map_err(|_| StoreError::Closed)?
     }
 
-    pub async fn call_state(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<Option<Claim>, StoreError> {
-        Ok(call_state_on(&*self.db.reader_async().await, tenant, agent_id, run_id, call_id)?)
+    pub async fn call_state(&self, key: &CallKey) -> Result<Option<Claim>, StoreError> {
+        Ok(call_state_on(&*self.db.reader_async().await, key)?)
     }
 
     /// Stores the outcome of a claimed call (only once).
-    pub async fn finish_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str, outcome: &str, now: i64) -> Result<(), StoreError> {
-        let key = [tenant.to_string(), agent_id.to_string(), run_id.to_string(), call_id.to_string()];
-        let outcome = outcome.to_string();
+    pub async fn finish_call(&self, key: &CallKey, outcome: &str, now: i64) -> Result<(), StoreError> {
+        let (key, outcome) = (key.clone(), outcome.to_string());
         self.queue_call(|reply| CallWrite::Finish { key, outcome, now, reply }).await
     }
 
     /// Drops an unfinished claim, so the call can run again.
-    pub async fn release_call(&self, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> Result<(), StoreError> {
+    pub async fn release_call(&self, k: &CallKey) -> Result<(), StoreError> {
         self.db
             .writer_async()
             .await
             .prepare_cached("DELETE FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND outcome IS NULL")?
-            .execute(params![tenant, agent_id, run_id, call_id])?;
+            .execute(params![k.tenant, k.agent_id, k.run_id, k.call_id])?;
         Ok(())
+    }
+
+    /// Extends the leases of `owner`'s unfinished claims among `keys`.
+    pub async fn renew_calls(&self, owner: &str, keys: &[CallKey], lease_until: i64) -> Result<u64, StoreError> {
+        let mut c = self.db.writer_async().await;
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut n = 0;
+        {
+            let mut stmt = tx.prepare_cached(
+                "UPDATE tool_calls SET lease_until = ? WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ? AND owner = ? AND outcome IS NULL",
+            )?;
+            for k in keys {
+                n += stmt.execute(params![lease_until, k.tenant, k.agent_id, k.run_id, k.call_id, owner])? as u64;
+            }
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+
+    /// Gives an unfinished claim its outcome: once its lease ran out before `lease_before`,
+    /// or whatever the lease when `None`.
+    pub async fn expire_call(&self, k: &CallKey, outcome: &str, now: i64, lease_before: Option<i64>) -> Result<bool, StoreError> {
+        let n = self
+            .db
+            .writer_async()
+            .await
+            .prepare_cached(&format!(
+                "UPDATE tool_calls SET outcome = ?1, update_time = ?2 \
+                 WHERE tenant = ?3 AND agent_id = ?4 AND run_id = ?5 AND tool_call_id = ?6 AND outcome IS NULL \
+                 AND (?7 IS NULL OR COALESCE(lease_until, update_time + {LEGACY_LEASE_MS}) < ?7)"
+            ))?
+            .execute(params![outcome, now, k.tenant, k.agent_id, k.run_id, k.call_id, lease_before])?;
+        Ok(n == 1)
     }
 
     // ----- deferred records -----
@@ -596,8 +690,8 @@ impl SqliteStore {
             .writer_async()
             .await
             .prepare_cached(
-                "INSERT INTO deferred (tenant, deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time) \
-                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO deferred (tenant, deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time, \
+                 expire_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             )?
             .execute(params![
                 tenant,
@@ -610,7 +704,8 @@ impl SqliteStore {
                 row.resolution,
                 row.result,
                 row.create_time,
-                row.resolve_time
+                row.resolve_time,
+                row.expire_time
             ])?;
         Ok(())
     }
@@ -619,29 +714,64 @@ impl SqliteStore {
         get_deferred_on(&*self.db.reader_async().await, tenant, id)
     }
 
-    /// Moves a pending record to `state` with `resolution`, only if it is still pending.
-    pub async fn transition_deferred(&self, tenant: &str, id: &str, state: &str, resolution: &str, now: i64) -> Result<Transition, StoreError> {
+    /// Moves a pending, unexpired record to `executing` with `resolution` under `lease`, only
+    /// if it is still pending.
+    pub async fn transition_deferred(&self, tenant: &str, id: &str, resolution: &str, now: i64, lease: Lease<'_>) -> Result<Transition, StoreError> {
         let c = self.db.writer_async().await;
         let n = c
             .prepare_cached(
-                "UPDATE deferred SET state = ?, resolution = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'pending'",
+                "UPDATE deferred SET state = 'executing', resolution = ?1, resolve_time = ?2, owner = ?3, lease_until = ?4 \
+                 WHERE tenant = ?5 AND deferred_id = ?6 AND state = 'pending' AND (expire_time IS NULL OR expire_time > ?2)",
             )?
-            .execute(params![state, resolution, now, tenant, id])?;
+            .execute(params![resolution, now, lease.owner, lease.until, tenant, id])?;
         moved_or_row(&c, n, tenant, id)
     }
 
+    /// Extends the leases of `owner`'s executing records among `ids`.
+    pub async fn renew_deferred(&self, owner: &str, ids: &[(String, String)], lease_until: i64) -> Result<u64, StoreError> {
+        let mut c = self.db.writer_async().await;
+        let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut n = 0;
+        {
+            let mut stmt =
+                tx.prepare_cached("UPDATE deferred SET lease_until = ? WHERE tenant = ? AND deferred_id = ? AND owner = ? AND state = 'executing'")?;
+            for (tenant, id) in ids {
+                n += stmt.execute(params![lease_until, tenant, id, owner])? as u64;
+            }
+        }
+        tx.commit()?;
+        Ok(n)
+    }
+
     /// Records the result of a resolution and marks the record resolved, if it is still
-    /// executing (the first result wins); returns whether it did.
-    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64) -> Result<bool, StoreError> {
+    /// executing (the first result wins) and, with `lease_before`, its holder's lease ran out
+    /// before then; returns whether it did.
+    pub async fn complete_deferred(&self, tenant: &str, id: &str, result: &str, now: i64, lease_before: Option<i64>) -> Result<bool, StoreError> {
+        let n = self
+            .db
+            .writer_async()
+            .await
+            .prepare_cached(&format!(
+                "UPDATE deferred SET state = 'resolved', result = ?1, resolve_time = ?2, lease_until = NULL \
+                 WHERE tenant = ?3 AND deferred_id = ?4 AND state = 'executing' \
+                 AND (?5 IS NULL OR COALESCE(lease_until, resolve_time + {LEGACY_LEASE_MS}) < ?5)"
+            ))?
+            .execute(params![result, now, tenant, id, lease_before])?;
+        Ok(n == 1)
+    }
+
+    /// Marks at most `limit` pending records whose expiry passed as expired.
+    pub async fn expire_deferred(&self, now: i64, limit: u32) -> Result<u64, StoreError> {
         let n = self
             .db
             .writer_async()
             .await
             .prepare_cached(
-                "UPDATE deferred SET state = 'resolved', result = ?, resolve_time = ? WHERE tenant = ? AND deferred_id = ? AND state = 'executing'",
+                "UPDATE deferred SET state = 'expired', resolve_time = expire_time WHERE rowid IN \
+                 (SELECT rowid FROM deferred WHERE state = 'pending' AND expire_time IS NOT NULL AND expire_time <= ? LIMIT ?)",
             )?
-            .execute(params![result, now, tenant, id])?;
-        Ok(n == 1)
+            .execute(params![now, limit])?;
+        Ok(n as u64)
     }
 
     /// Hands a pending record to the client: its record (now a client execution) and the
@@ -686,6 +816,38 @@ impl SqliteStore {
             .await
             .prepare_cached("SELECT COUNT(*) FROM deferred WHERE state = 'pending'")?
             .query_row([], |r| r.get::<_, i64>(0))? as u64)
+    }
+
+    // ----- retention -----
+
+    /// Deletes at most `limit` rows of each kind older than `before`, then checkpoints and
+    /// truncates the WAL if anything went.
+    pub async fn purge(&self, before: i64, limit: u32) -> Result<Purged, StoreError> {
+        let purged = {
+            let mut c = self.db.writer_async().await;
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let calls = tx
+                .prepare_cached("DELETE FROM tool_calls WHERE rowid IN (SELECT rowid FROM tool_calls WHERE update_time < ? LIMIT ?)")?
+                .execute(params![before, limit])?;
+            let deferred = tx
+                .prepare_cached(
+                    "DELETE FROM deferred WHERE rowid IN \
+                     (SELECT rowid FROM deferred WHERE state IN ('resolved', 'expired') AND resolve_time < ? LIMIT ?)",
+                )?
+                .execute(params![before, limit])?;
+            tx.commit()?;
+            Purged { calls: calls as u64, deferred: deferred as u64, runs: 0 }
+        };
+        if purged.total() > 0 && !self.db.readers.is_empty() {
+            // Gives the file system back the space the WAL took (readers in progress may keep
+            // it from truncating all of it this time; the next pass does).
+            let db = self.db.clone();
+            let truncated = tokio::task::spawn_blocking(move || db.writer().query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))).await;
+            if let Ok(Err(e)) = truncated {
+                tracing::warn!(error = %e, "WAL truncation failed");
+            }
+        }
+        Ok(purged)
     }
 
     // ----- auto-pin usage -----
@@ -740,19 +902,51 @@ fn spawn_checkpointer(db: Weak<Db>, conn: Connection) {
     }
 }
 
-fn call_state_on(c: &Connection, tenant: &str, agent_id: &str, run_id: &str, call_id: &str) -> rusqlite::Result<Option<Claim>> {
-    c.prepare_cached("SELECT outcome, update_time FROM tool_calls WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ?")?
-        .query_row(params![tenant, agent_id, run_id, call_id], |r| {
-            Ok(match r.get::<_, Option<String>>(0)? {
-                Some(o) => Claim::Done(o),
-                None => Claim::Running { since: r.get(1)? },
-            })
+fn call_state_on(c: &Connection, k: &CallKey) -> rusqlite::Result<Option<Claim>> {
+    c.prepare_cached(&format!(
+        "SELECT outcome, update_time, COALESCE(lease_until, update_time + {LEGACY_LEASE_MS}), fingerprint FROM tool_calls \
+         WHERE tenant = ? AND agent_id = ? AND run_id = ? AND tool_call_id = ?"
+    ))?
+    .query_row(params![k.tenant, k.agent_id, k.run_id, k.call_id], |r| {
+        let fingerprint = r.get(3)?;
+        Ok(match r.get::<_, Option<String>>(0)? {
+            Some(outcome) => Claim::Done { outcome, fingerprint },
+            None => Claim::Running { since: r.get(1)?, lease_until: r.get(2)?, fingerprint },
         })
-        .optional()
+    })
+    .optional()
 }
 
-const DEFERRED_SELECT: &str =
-    "SELECT deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time FROM deferred";
+/// Applies the migrations the file lacks, in one transaction (processes opening the same
+/// file at once take turns).
+fn migrate(c: &mut Connection) -> Result<(), StoreError> {
+    let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    let applied: i64 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    for sql in MIGRATIONS.iter().skip(applied.max(0) as usize) {
+        tx.execute_batch(sql)?;
+    }
+    if applied < MIGRATIONS.len() as i64 {
+        tx.pragma_update(None, "user_version", MIGRATIONS.len() as i64)?;
+    } else if applied > MIGRATIONS.len() as i64 {
+        tracing::warn!(file = applied, this_build = MIGRATIONS.len(), "the store's schema is newer than this build knows; running anyway");
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// Adds `delta` to a tenant's run counter.
+fn count_runs(tx: &rusqlite::Transaction<'_>, tenant: &str, delta: i64) -> rusqlite::Result<()> {
+    if delta != 0 {
+        tx.prepare_cached(
+            "INSERT INTO tenant_runs (tenant, runs) VALUES (?1, MAX(?2, 0)) ON CONFLICT (tenant) DO UPDATE SET runs = MAX(runs + ?2, 0)",
+        )?
+        .execute(params![tenant, delta])?;
+    }
+    Ok(())
+}
+
+const DEFERRED_SELECT: &str = "SELECT deferred_id, agent_id, version, run_id, state, record, resolution, result, create_time, resolve_time, \
+     lease_until, expire_time FROM deferred";
 
 fn get_deferred_on(c: &Connection, tenant: &str, id: &str) -> Result<Option<DeferredRow>, StoreError> {
     Ok(c.prepare_cached(&format!("{DEFERRED_SELECT} WHERE tenant = ? AND deferred_id = ?"))?
@@ -783,6 +977,8 @@ fn deferred_from_row(r: &Row<'_>) -> rusqlite::Result<DeferredRow> {
         result: r.get(7)?,
         create_time: r.get(8)?,
         resolve_time: r.get(9)?,
+        lease_until: r.get(10)?,
+        expire_time: r.get(11)?,
     })
 }
 
@@ -807,10 +1003,18 @@ mod tests {
     use super::*;
     use crate::settle;
 
+    fn key(call_id: &str) -> CallKey {
+        CallKey::new("t", "a", "run", call_id)
+    }
+
+    fn request(now: i64) -> ClaimRequest {
+        ClaimRequest { fingerprint: "f".into(), owner: "me".into(), now, lease_until: now + 100 }
+    }
+
     /// Starts a claim on a task of its own and lets it reach the queue (the writer is held).
     async fn queued_claim(store: &SqliteStore, call_id: &'static str, now: i64) -> tokio::task::JoinHandle<Result<Claim, StoreError>> {
         let s = store.clone();
-        let task = tokio::spawn(async move { s.claim_call("t", "a", "run", call_id, now).await });
+        let task = tokio::spawn(async move { s.claim_call(&key(call_id), &request(now)).await });
         settle().await;
         task
     }
@@ -839,14 +1043,48 @@ mod tests {
         let first = queued_claim(&store, "c1", 1).await;
         let duplicate = queued_claim(&store, "c1", 2).await;
         let s = store.clone();
-        let finish = tokio::spawn(async move { s.finish_call("t", "a", "run", "c1", "outcome", 3).await });
+        let finish = tokio::spawn(async move { s.finish_call(&key("c1"), "outcome", 3).await });
         settle().await;
         let after = queued_claim(&store, "c1", 4).await;
         drop(held);
         assert_eq!(first.await.expect("join").expect("claim"), Claim::New);
-        assert_eq!(duplicate.await.expect("join").expect("claim"), Claim::Running { since: 1 });
+        assert_eq!(duplicate.await.expect("join").expect("claim"), Claim::Running { since: 1, lease_until: 101, fingerprint: Some("f".into()) });
         finish.await.expect("join").expect("finish");
-        assert_eq!(after.await.expect("join").expect("claim"), Claim::Done("outcome".into()));
+        assert_eq!(after.await.expect("join").expect("claim"), Claim::Done { outcome: "outcome".into(), fingerprint: Some("f".into()) });
+    }
+
+    /// Rows of a version without leases: the claim is held for the old claim timeout after its
+    /// last update, so a rolling upgrade never expires a call an older replica still runs.
+    #[tokio::test]
+    async fn a_claim_written_before_leases_were_kept_is_held_for_the_old_claim_timeout() {
+        let store = SqliteStore::open("sqlite::memory:").await.expect("open");
+        store.claim_call(&key("legacy"), &request(1_000)).await.expect("claim");
+        store.db.writer_async().await.execute("UPDATE tool_calls SET lease_until = NULL, fingerprint = NULL", []).expect("legacy row");
+        let held_until = 1_000 + LEGACY_LEASE_MS;
+        assert_eq!(
+            store.call_state(&key("legacy")).await.expect("state"),
+            Some(Claim::Running { since: 1_000, lease_until: held_until, fingerprint: None })
+        );
+        assert!(!store.expire_call(&key("legacy"), "lost", held_until - 1, Some(held_until - 1)).await.expect("expire"));
+        assert!(store.expire_call(&key("legacy"), "lost", held_until + 1, Some(held_until + 1)).await.expect("expire"));
+    }
+
+    #[tokio::test]
+    async fn a_file_of_the_first_schema_is_migrated_and_keeps_its_rows() {
+        let dir = std::env::temp_dir().join(format!("toolrouter-migrate-{}-{}", std::process::id(), rand::random::<u32>()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("old.db");
+        {
+            let c = Connection::open(&file).expect("file");
+            c.execute_batch(MIGRATIONS[0]).expect("first schema");
+            c.execute("INSERT INTO runs (tenant, agent_id, run_id, version, last_seen) VALUES ('t', 'a', 'r', 1, 5)", []).expect("a run");
+        }
+        let store = SqliteStore::open(&format!("sqlite://{}", file.display())).await.expect("migrated");
+        assert_eq!(store.live_runs("t").await.expect("counted"), 1, "the counter starts from the runs there");
+        assert_eq!(store.run_version("t", "a", "r", 0).await.expect("run"), Some(1));
+        drop(store);
+        SqliteStore::open(&format!("sqlite://{}", file.display())).await.expect("opened again: nothing applied twice");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]
@@ -867,6 +1105,6 @@ mod tests {
         drop(held);
         assert!(matches!(good.await.expect("join"), Err(StoreError::Batch(_))), "the batch failed as a whole");
         assert!(matches!(bad.await.expect("join"), Err(StoreError::Batch(_))));
-        assert_eq!(store.call_state("t", "a", "run", "good").await.expect("state"), None, "nothing of the batch was written");
+        assert_eq!(store.call_state(&key("good")).await.expect("state"), None, "nothing of the batch was written");
     }
 }

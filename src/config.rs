@@ -51,6 +51,10 @@ pub struct ServeArgs {
     /// Deadline of an executor call when neither tool nor source sets one, in milliseconds.
     #[arg(long, default_value_t = 30_000, env = "TOOLROUTER_DEFAULT_TIMEOUT_MS")]
     pub default_timeout_ms: u64,
+    /// Largest tool result kept, in bytes of its JSON: a larger one is dropped and the model
+    /// is told the tool ran (`result_too_large`).
+    #[arg(long, default_value_t = 4 * 1024 * 1024, env = "TOOLROUTER_MAX_RESULT_BYTES", value_parser = clap::value_parser!(u64).range(1024..))]
+    pub max_result_bytes: u64,
     /// Runs idle this long (seconds) are forgotten.
     #[arg(long, default_value_t = 24 * 3600, env = "TOOLROUTER_RUN_IDLE_SECS")]
     pub run_idle_secs: u64,
@@ -243,6 +247,7 @@ impl From<ServeArgs> for ServerConfig {
             upstream: UpstreamConfig {
                 default_timeout: Duration::from_millis(a.default_timeout_ms),
                 session_idle: Duration::from_secs(a.mcp_session_idle_secs),
+                max_result_bytes: a.max_result_bytes as usize,
                 ..Default::default()
             },
             router: RouterConfig {

@@ -203,3 +203,22 @@ async fn a_pending_record_past_its_definitions_expiry_is_listed_expired_and_cann
     assert_eq!(listed.len(), 1, "listed as expired before any sweep");
     assert_eq!(exec.calls(), 0);
 }
+
+#[tokio::test]
+async fn a_result_over_the_limit_is_the_fault_result_too_large_and_its_retry_never_runs_it_again() {
+    // Just over the limit (checked on the result) and far over it (refused by the decoder).
+    for size in [2_000, 200_000] {
+        let exec = spawn_executor(Behaviour::Reply(json!("x".repeat(size)).to_string(), false)).await;
+        let mut cfg = ServerConfig::for_tests();
+        cfg.upstream.max_result_bytes = 1_024;
+        let s = TestServer::start_with(cfg).await;
+        s.create("crm", crm_definition(&exec.endpoint())).await;
+        let (content, is_error) = result(&s.call("crm", "r1", "c1", "call_tool", call_crm(42)).await);
+        assert!(is_error && content["error"] == "result_too_large", "{size}: {content}");
+        let message = content["message"].as_str().expect("a message");
+        assert!(message.contains("ran") && message.contains("1024"), "{message}");
+        let (again, _) = result(&s.call("crm", "r1", "c1", "call_tool", call_crm(42)).await);
+        assert_eq!(again, content);
+        assert_eq!(exec.calls(), 1, "{size}: the tool ran once");
+    }
+}

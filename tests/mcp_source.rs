@@ -575,3 +575,17 @@ async fn tools_answering_with_toolrouters_unknown_tool_body_run_once_and_reach_t
     assert_eq!(upstream.calls().len(), 1, "the MCP tool ran once");
     assert_eq!(listing().await, before, "the tool list did not change");
 }
+
+#[tokio::test]
+async fn an_mcp_result_over_the_limit_is_the_fault_result_too_large_and_is_not_run_again() {
+    let upstream = McpServer::start(vec![mcp_tool("huge_report", "Returns a lot.", &[])]).await;
+    let mut cfg = config();
+    cfg.upstream.max_result_bytes = 1_024;
+    let s = TestServer::start_with(cfg).await;
+    s.create("a", crm(vec![mcp_source("up", &upstream.url(), &[])])).await;
+    for _ in 0..2 {
+        let (content, is_error) = s.call_result("a", "r1", "c1", "call_tool", call_crm("huge_report", json!({}))).await;
+        assert!(is_error && content["error"] == "result_too_large", "{content}");
+    }
+    assert_eq!(upstream.calls().len(), 1);
+}

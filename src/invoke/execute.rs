@@ -88,6 +88,11 @@ impl Router {
                 }
                 Execution::Status { code, message } => ModelFault::ExecutorStatus { code, message }.into(),
                 Execution::ProtocolError(message) => ModelFault::ToolError { message }.into(),
+                // It ran: stored as its outcome, so a retry never runs it again.
+                Execution::TooLarge { size } => {
+                    let limit = self.upstream.config().max_result_bytes;
+                    ModelFault::ResultTooLarge { tool: name(), size: size.unwrap_or(limit + 1), limit }.into()
+                }
                 Execution::Busy => ModelFault::Busy { tool: name() }.into(),
                 Execution::NotSent(e) if attempt < retries => {
                     attempt += 1;

@@ -18,6 +18,8 @@ const MAX_CHANNELS: usize = 10_000;
 
 pub struct Executors {
     connect_timeout: Duration,
+    /// Largest `ExecuteResponse` decoded: the result limit and room for its envelope.
+    max_response: usize,
     list_timeout: Duration,
     outbound: crate::outbound::Outbound,
     channels: Mutex<HashMap<String, Channel>>,
@@ -27,6 +29,7 @@ impl Executors {
     pub fn new(config: &UpstreamConfig, outbound: crate::outbound::Outbound) -> Self {
         Self {
             connect_timeout: config.connect_timeout,
+            max_response: config.max_result_bytes.saturating_add(64 * 1024),
             list_timeout: config.default_timeout.min(Duration::from_secs(10)),
             outbound,
             channels: Mutex::new(HashMap::new()),
@@ -75,7 +78,7 @@ impl Executors {
         });
         call.set_timeout(deadline);
         crate::telemetry::inject_context(call.metadata_mut());
-        let mut client = ToolExecutorClient::new(channel);
+        let mut client = ToolExecutorClient::new(channel).max_decoding_message_size(self.max_response);
         // The client-side timer backs up the grpc-timeout header the executor sees.
         match tokio::time::timeout(deadline + Duration::from_millis(50), client.execute(call)).await {
             Err(_) => Execution::TimedOut,
@@ -125,6 +128,9 @@ fn classify(status: &tonic::Status) -> Execution {
     if deadline_passed(status) {
         return Execution::TimedOut;
     }
+    if let Some(size) = too_large(status) {
+        return Execution::TooLarge { size: Some(size) };
+    }
     // A status with a transport error behind it was made on our side of a broken
     // connection; one without came from the executor (a failing handler is UNKNOWN or
     // INTERNAL in most gRPC stacks), which ran the call and reports its failure.
@@ -135,6 +141,17 @@ fn classify(status: &tonic::Status) -> Execution {
         // The executor answered with a status: it ran (or refused) and said so.
         _ => answered(status),
     }
+}
+
+/// The size of a response refused for its length: tonic's decoder reports it as OUT_OF_RANGE
+/// "decoded message length too large: found N bytes, the limit is: M bytes".
+fn too_large(status: &tonic::Status) -> Option<usize> {
+    let m = status.message();
+    if status.code() != tonic::Code::OutOfRange || !m.contains("message length too large") {
+        return None;
+    }
+    let found = m.split("found ").nth(1)?;
+    found.split(' ').next()?.parse().ok()
 }
 
 /// A status the executor answered with: its code's name (`NotFound`) and message.

@@ -64,6 +64,9 @@ impl Drop for InUse {
 /// The MCP client side: one session per (run, source).
 pub struct McpClients {
     handshake_timeout: Duration,
+    /// Largest response body or event read from a server: well above the result limit (a
+    /// result over that limit is still reported as too large), but bounded.
+    max_response: usize,
     session_idle: Duration,
     secrets: Arc<Secrets>,
     policy: Arc<crate::outbound::Policy>,
@@ -78,6 +81,7 @@ impl McpClients {
     pub fn new(config: &UpstreamConfig, secrets: Arc<Secrets>, outbound: &crate::outbound::Outbound) -> Self {
         Self {
             handshake_timeout: config.mcp_handshake_timeout,
+            max_response: config.max_result_bytes.saturating_mul(2).saturating_add(1 << 20),
             session_idle: config.session_idle,
             secrets,
             policy: outbound.policy.clone(),
@@ -113,7 +117,10 @@ impl McpClients {
     /// connections are made: URL checks belong here).
     async fn open(&self, source_id: &str, url: &str, headers: Headers) -> Result<Session, String> {
         self.check_outbound(source_id, url).await?;
-        let config = StreamableHttpClientTransportConfig::with_uri(url.to_string()).custom_headers(headers);
+        let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
+            .custom_headers(headers)
+            .max_json_response_size(self.max_response)
+            .max_sse_event_size(self.max_response);
         let transport = StreamableHttpClientTransport::with_client(self.http.clone(), config);
         let info = ClientInfo::new(ClientCapabilities::default(), Implementation::new("toolrouter", env!("CARGO_PKG_VERSION")));
         match tokio::time::timeout(self.handshake_timeout, info.serve(transport)).await {

@@ -37,6 +37,9 @@ pub struct UpstreamConfig {
     pub session_idle: Duration,
     /// A call naming a tool the listing lacks lists again, at most this often per listing.
     pub refresh_min_age: Duration,
+    /// Largest tool result kept (bytes of its JSON); a larger one is dropped and the model
+    /// told so (`result_too_large`).
+    pub max_result_bytes: usize,
 }
 
 impl Default for UpstreamConfig {
@@ -50,6 +53,7 @@ impl Default for UpstreamConfig {
             mcp_handshake_timeout: Duration::from_secs(10),
             session_idle: Duration::from_secs(15 * 60),
             refresh_min_age: Duration::from_secs(1),
+            max_result_bytes: 4 * 1024 * 1024,
         }
     }
 }
@@ -72,6 +76,8 @@ pub enum Execution {
     Status { code: String, message: String },
     /// The MCP server answered the call with a protocol error.
     ProtocolError(String),
+    /// The tool answered, but its result (`size` bytes, when known) was over the limit.
+    TooLarge { size: Option<usize> },
     /// The concurrency limit stayed full for the whole wait.
     Busy,
     /// The request surely did not reach the tool's source.
@@ -185,11 +191,17 @@ impl Upstream {
             return Execution::Busy;
         };
         let deadline = req.timeout.unwrap_or(self.config.default_timeout);
-        match req.source {
+        let execution = match req.source {
             SourceKind::Function(f) => self.functions.execute(&f.endpoint, &req, deadline).await,
             // Boxed: keeps the MCP client's large future out of every function call's.
             SourceKind::Mcp(m) => Box::pin(self.mcp.execute(m, &req, deadline)).await,
             SourceKind::Client(_) => unreachable!("returned above"),
+        };
+        match execution {
+            Execution::Done { content_json, .. } if content_json.len() > self.config.max_result_bytes => {
+                Execution::TooLarge { size: Some(content_json.len()) }
+            }
+            other => other,
         }
     }
 

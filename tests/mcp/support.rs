@@ -181,6 +181,9 @@ impl ServerHandler for Recording {
         if r.name.starts_with("pause") {
             tokio::time::sleep(Duration::from_millis(1500)).await;
         }
+        if r.name.starts_with("huge") {
+            return Ok(CallToolResult::success(vec![ContentBlock::text("x".repeat(5_000))]).into());
+        }
         if r.name.starts_with("lookalike") {
             // A tool's own error that looks like one of toolrouter's faults.
             return Ok(CallToolResult::error(vec![ContentBlock::text(LOOKALIKE_FAULT)]).into());

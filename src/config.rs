@@ -144,6 +144,9 @@ pub struct ServeArgs {
     /// Service name (repeatable; the environment variable takes a comma-separated list).
     #[arg(long = "mcp-allowed-host", value_name = "HOST[:PORT]", env = "TOOLROUTER_MCP_ALLOWED_HOSTS", value_delimiter = ',')]
     pub mcp_allowed_hosts: Vec<String>,
+    /// HTTP listener: a request body not read completely within this many seconds is refused.
+    #[arg(long, default_value_t = 30, env = "TOOLROUTER_HTTP_BODY_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_body_timeout_secs: u64,
     /// A run's MCP session with a source is closed after this many idle seconds.
     #[arg(long, default_value_t = 900, env = "TOOLROUTER_MCP_SESSION_IDLE_SECS")]
     pub mcp_session_idle_secs: u64,
@@ -293,7 +296,10 @@ impl From<ServeArgs> for ServerConfig {
                 (Some(cert), Some(key)) => Some(crate::tls::TlsConfig { client_ca: a.tls_client_ca, ..crate::tls::TlsConfig::new(cert, key) }),
                 _ => None,
             },
-            mcp_endpoint: crate::http::mcp::McpEndpointConfig { allowed_hosts: a.mcp_allowed_hosts },
+            mcp_endpoint: crate::http::mcp::McpEndpointConfig {
+                allowed_hosts: a.mcp_allowed_hosts,
+                body_timeout: Duration::from_secs(a.http_body_timeout_secs),
+            },
             secrets: {
                 // A name given twice stops start-up (`Secrets::for_server`).
                 let mut s = crate::upstream::Secrets::default();

@@ -93,8 +93,11 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     let limits = Arc::new(cfg.limits.clone());
     let rate = Arc::new(crate::auth::limits::RateLimiter::new(cfg.limits.rate));
     let mcp_guard = crate::http::mcp::EndpointGuard { auth: auth.clone(), rate: rate.clone(), limits: limits.clone(), admission: admission.clone() };
-    let grpc_server =
-        tonic::transport::Server::builder().layer(GrpcLayer).layer(AuthLayer::sharing(auth.clone(), rate.clone())).add_service(health_service);
+    let grpc_server = tonic::transport::Server::builder()
+        .layer(GrpcLayer)
+        .layer(crate::api::wire::WireLayer)
+        .layer(AuthLayer::sharing(auth.clone(), rate.clone()))
+        .add_service(health_service);
     let parts = crate::api::Parts { registry: registry.clone(), router: router.clone(), admission, limits };
     let grpc_server = crate::api::add_services(grpc_server, parts)?;
     // ----- end security -----

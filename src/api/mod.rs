@@ -3,6 +3,7 @@
 pub mod convert;
 pub mod services;
 pub mod status;
+pub mod wire;
 
 use std::sync::Arc;
 

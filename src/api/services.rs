@@ -26,20 +26,9 @@ fn principal<T>(req: &Request<T>) -> Result<Principal, Status> {
     req.extensions().get::<Principal>().cloned().ok_or_else(|| to_status(Error::Unauthenticated))
 }
 
-/// How long the client waits for the answer (`grpc-timeout`: digits and a unit).
+/// How long the client waits for the answer (`grpc-timeout`).
 fn timeout<T>(req: &Request<T>) -> Option<Duration> {
-    let v = req.metadata().get("grpc-timeout")?.to_str().ok()?;
-    let (digits, unit) = v.split_at(v.len().checked_sub(1)?);
-    let n: u64 = digits.parse().ok()?;
-    Some(match unit {
-        "H" => Duration::from_secs(n.saturating_mul(3600)),
-        "M" => Duration::from_secs(n.saturating_mul(60)),
-        "S" => Duration::from_secs(n),
-        "m" => Duration::from_millis(n),
-        "u" => Duration::from_micros(n),
-        "n" => Duration::from_nanos(n),
-        _ => return None,
-    })
+    super::wire::parse_timeout(req.metadata().get("grpc-timeout")?.to_str().ok()?)
 }
 
 /// Admits a request that is not a call.

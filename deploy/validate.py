@@ -520,7 +520,7 @@ METRICS = {
     "toolrouter_grpc_request_duration_seconds": ("histogram", {"method"}),
     "toolrouter_tool_calls_total": ("counter", {"outcome"}),
     "toolrouter_tool_call_duration_seconds": ("histogram", {"outcome"}),
-    "toolrouter_executor_duration_seconds": ("histogram", {"source"}),
+    "toolrouter_executor_duration_seconds": ("histogram", {"kind"}),
     "toolrouter_search_duration_seconds": ("histogram", set()),
     "toolrouter_search_zero_results_total": ("counter", set()),
     "toolrouter_deferred_pending": ("gauge", set()),

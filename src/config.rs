@@ -144,6 +144,22 @@ pub struct ServeArgs {
     /// Service name (repeatable; the environment variable takes a comma-separated list).
     #[arg(long = "mcp-allowed-host", value_name = "HOST[:PORT]", env = "TOOLROUTER_MCP_ALLOWED_HOSTS", value_delimiter = ',')]
     pub mcp_allowed_hosts: Vec<String>,
+    /// Serve /healthz, /readyz and /metrics on this address too, and /metrics only here (not on
+    /// --http-addr). Plain HTTP: keep it inside the cluster.
+    #[arg(long, env = "TOOLROUTER_ADMIN_ADDR")]
+    pub admin_addr: Option<SocketAddr>,
+    /// /metrics requires `authorization: Bearer <token>` for the token whose SHA-256 (hex) this
+    /// is (unset: /metrics is open).
+    #[arg(long, env = "TOOLROUTER_METRICS_TOKEN_SHA256", value_name = "HEX", value_parser = parse_sha256)]
+    pub metrics_token_sha256: Option<[u8; 32]>,
+    /// Open connections per listener (gRPC, HTTP, admin); more are closed on accept.
+    #[arg(long, default_value_t = 4096, env = "TOOLROUTER_MAX_CONNECTIONS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
+    /// A new connection that sends nothing within this many seconds is closed, and so is an
+    /// HTTP connection whose next request head (the idle time of a kept-alive connection
+    /// included) does not arrive within it.
+    #[arg(long, default_value_t = 10, env = "TOOLROUTER_HTTP_HEADER_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub http_header_timeout_secs: u64,
     /// HTTP listener: a request body not read completely within this many seconds is refused.
     #[arg(long, default_value_t = 30, env = "TOOLROUTER_HTTP_BODY_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub http_body_timeout_secs: u64,
@@ -173,6 +189,11 @@ pub struct ServeArgs {
     // ----- end outbound -----
 }
 
+fn parse_sha256(hex: &str) -> Result<[u8; 32], String> {
+    let bytes: Option<Vec<u8>> = (0..hex.len()).step_by(2).map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok()).collect();
+    bytes.and_then(|b| b.try_into().ok()).ok_or_else(|| "64 hex digits (the SHA-256 of the token)".to_string())
+}
+
 fn parse_secret(spec: &str) -> Result<(String, crate::upstream::Secret), String> {
     crate::upstream::secrets::parse_spec(spec).map_err(|e| e.to_string())
 }
@@ -184,6 +205,12 @@ pub use crate::auth::limits::Limits;
 pub struct ServerConfig {
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// Probes and metrics, on an address of their own.
+    pub admin_addr: Option<SocketAddr>,
+    /// The SHA-256 of the bearer token `/metrics` requires.
+    pub metrics_token: Option<[u8; 32]>,
+    /// Limits of every listener against hostile clients.
+    pub listen: crate::listen::ListenLimits,
     pub store: String,
     pub max_definition_bytes: usize,
     /// Executors and MCP servers: deadlines, concurrency, sessions.
@@ -218,6 +245,9 @@ impl ServerConfig {
         Self {
             grpc_addr: "127.0.0.1:0".parse().expect("address"),
             http_addr: "127.0.0.1:0".parse().expect("address"),
+            admin_addr: None,
+            metrics_token: None,
+            listen: crate::listen::ListenLimits::default(),
             store: "sqlite::memory:".into(),
             max_definition_bytes: 16 * 1024 * 1024,
             upstream: UpstreamConfig::default(),
@@ -245,6 +275,13 @@ impl From<ServeArgs> for ServerConfig {
         Self {
             grpc_addr: a.grpc_addr,
             http_addr: a.http_addr,
+            admin_addr: a.admin_addr,
+            metrics_token: a.metrics_token_sha256,
+            listen: crate::listen::ListenLimits {
+                max_connections: a.max_connections as usize,
+                first_bytes: Duration::from_secs(a.http_header_timeout_secs),
+                header_timeout: Duration::from_secs(a.http_header_timeout_secs),
+            },
             store: a.store,
             max_definition_bytes: a.max_definition_bytes,
             upstream: UpstreamConfig {

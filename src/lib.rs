@@ -2,7 +2,7 @@
 //! call flows through them:
 //!
 //! - edges: [`api`] (gRPC services), [`http`] (health, metrics, the MCP endpoint), with
-//!   [`auth`] (who is calling) and [`tls`] on the listeners;
+//!   [`auth`] (who is calling), [`listen`] (connection limits) and [`tls`] on the listeners;
 //! - [`admission`]: the caller's tenant, the run quota, in-flight accounting, the deadline;
 //! - [`invoke`]: runs, routing, exactly-once, deferral, execution;
 //! - [`upstream`] (executors and MCP servers, through [`outbound`]) and [`store`];
@@ -16,6 +16,7 @@
 pub mod api;
 pub mod auth;
 pub mod http;
+pub mod listen;
 pub mod tls;
 
 pub mod admission;

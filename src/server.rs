@@ -5,15 +5,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use futures::future::Either;
+use futures::StreamExt;
+use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use tonic::transport::server::TcpIncoming;
 
 use crate::admission::{Admission, Gate, RunQuota};
 use crate::auth::{AuthLayer, Authenticator};
 use crate::config::ServerConfig;
 use crate::invoke::Router;
+use crate::listen::Places;
 use crate::registry::Registry;
 use crate::store::Store;
 use crate::telemetry::{self, GrpcLayer, metrics::Metrics};
@@ -23,6 +24,8 @@ use crate::upstream::Upstream;
 pub struct RunningServer {
     pub grpc_addr: SocketAddr,
     pub http_addr: SocketAddr,
+    /// The admin listener (probes and metrics), when configured.
+    pub admin_addr: Option<SocketAddr>,
     pub router: Arc<Router>,
     /// Authenticates requests (also for HTTP endpoints that need a caller).
     pub auth: Authenticator,
@@ -41,6 +44,9 @@ pub struct RunningServer {
     lease_stop: CancellationToken,
     tasks: Vec<JoinHandle<()>>,
 }
+
+/// HTTP/2 streams (calls) one gRPC connection may have open at once.
+const GRPC_MAX_STREAMS: u32 = 1024;
 
 /// How often the pending-deferred gauge is refreshed from the store (also after changes).
 const GAUGE_REFRESH: Duration = Duration::from_secs(15);
@@ -81,8 +87,13 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
 
     let grpc = tokio::net::TcpListener::bind(cfg.grpc_addr).await.with_context(|| format!("binding gRPC {}", cfg.grpc_addr))?;
     let http = tokio::net::TcpListener::bind(cfg.http_addr).await.with_context(|| format!("binding HTTP {}", cfg.http_addr))?;
+    let admin = match cfg.admin_addr {
+        Some(a) => Some(tokio::net::TcpListener::bind(a).await.with_context(|| format!("binding the admin listener {a}"))?),
+        None => None,
+    };
     let grpc_addr = grpc.local_addr()?;
     let http_addr = http.local_addr()?;
+    let admin_addr = admin.as_ref().map(|a| a.local_addr()).transpose()?;
 
     let (health, health_service) = tonic_health::server::health_reporter();
     crate::api::set_health(&health, true).await;
@@ -93,7 +104,13 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     let limits = Arc::new(cfg.limits.clone());
     let rate = Arc::new(crate::auth::limits::RateLimiter::new(cfg.limits.rate));
     let mcp_guard = crate::http::mcp::EndpointGuard { auth: auth.clone(), rate: rate.clone(), limits: limits.clone(), admission: admission.clone() };
+    // Against hostile clients: HTTP/2 keep-alive pings (a dead peer is noticed and closed),
+    // a bound on streams per connection and on the size of a header list.
     let grpc_server = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(Duration::from_secs(20)))
+        .max_concurrent_streams(Some(GRPC_MAX_STREAMS))
+        .http2_max_header_list_size(Some(64 * 1024))
         .layer(GrpcLayer)
         .layer(crate::api::wire::WireLayer)
         .layer(AuthLayer::sharing(auth.clone(), rate.clone()))
@@ -103,16 +120,19 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     // ----- end security -----
     let stop = grpc_stop.clone();
     let grpc_tls = tls.clone();
+    let grpc_places = Places::new(cfg.listen);
     let grpc_task = tokio::spawn(async move {
-        // The builder's tcp_nodelay does not reach our own listener: without it small
-        // responses wait for delayed ACKs (~40 ms stalls). The TLS accept loop sets it too.
         let served = match grpc_tls {
             None => {
-                let incoming = TcpIncoming::from(grpc).with_nodelay(Some(true));
+                let incoming = crate::listen::tcp_incoming(grpc, grpc_places);
                 grpc_server.serve_with_incoming_shutdown(incoming, stop.clone().cancelled_owned()).await
             }
             Some(tls) => {
-                let incoming = tls.grpc_incoming(grpc, stop.clone());
+                // Handshakes are bounded by the TLS handshake timeout; then the connection
+                // takes its place under the listener's cap.
+                let incoming = tls
+                    .grpc_incoming(grpc, stop.clone())
+                    .filter_map(move |c| std::future::ready(c.ok().and_then(|c| grpc_places.admit(c)).map(Ok::<_, std::io::Error>)));
                 grpc_server.serve_with_incoming_shutdown(incoming, stop.cancelled_owned()).await
             }
         };
@@ -121,24 +141,22 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
         }
     });
 
-    let app = crate::http::router(crate::http::HttpState { store: store.clone(), gate: gate.clone(), metrics: metrics.clone() })
-        .merge(crate::http::mcp::routes(router.clone(), &cfg.mcp_endpoint, cancel.child_token(), mcp_guard));
+    // /metrics moves to the admin listener when there is one.
+    let http_state = crate::http::HttpState { store: store.clone(), gate: gate.clone(), metrics: metrics.clone(), metrics_token: cfg.metrics_token };
+    let app = crate::http::router(http_state.clone(), admin.is_none()).merge(crate::http::mcp::routes(
+        router.clone(),
+        &cfg.mcp_endpoint,
+        cancel.child_token(),
+        mcp_guard,
+    ));
     let http_stop = CancellationToken::new();
-    let stop = http_stop.clone();
-    let http = match &tls {
-        None => Either::Left(http),
-        Some(tls) => Either::Right(tls.http_listener(http, cancel.clone())?),
-    };
-    let http_task = tokio::spawn(async move {
-        let stopped = async move { stop.cancelled().await };
-        let served = match http {
-            Either::Left(tcp) => axum::serve(tcp, app).with_graceful_shutdown(stopped).into_future().await,
-            Either::Right(tls) => axum::serve(tls, app).with_graceful_shutdown(stopped).into_future().await,
-        };
-        if let Err(e) = served {
-            tracing::error!(error = %e, "HTTP server failed");
-        }
-    });
+    let http_task = tokio::spawn(serve_http(http, tls.clone(), app, Places::new(cfg.listen), http_stop.clone(), cancel.clone()));
+    if let Some(admin) = admin {
+        // Probes and metrics only: no TLS (operators reach it from inside the cluster).
+        let incoming = crate::listen::tcp_incoming(admin, Places::new(cfg.listen)).filter_map(|c| std::future::ready(c.ok()));
+        let places = Places::new(cfg.listen);
+        tasks.push(tokio::spawn(crate::http::serve::serve(incoming, crate::http::router(http_state, true), places, http_stop.clone())));
+    }
 
     let stop = cancel.clone();
     let every = (cfg.upstream.session_idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(60));
@@ -207,6 +225,7 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     Ok(RunningServer {
         grpc_addr,
         http_addr,
+        admin_addr,
         router,
         auth,
         gate,
@@ -220,6 +239,30 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
         lease_stop,
         tasks,
     })
+}
+
+/// Serves the HTTP listener (plain or TLS) until `stop`.
+async fn serve_http(
+    listener: TcpListener,
+    tls: Option<Arc<crate::tls::ServerTls>>,
+    app: axum::Router,
+    places: Places,
+    stop: CancellationToken,
+    cancel: CancellationToken,
+) {
+    match tls {
+        None => {
+            let incoming = crate::listen::tcp_incoming(listener, places.clone()).filter_map(|c| std::future::ready(c.ok()));
+            crate::http::serve::serve(incoming, app, places, stop).await;
+        }
+        Some(tls) => {
+            let mut accepted = tls.accept(listener, crate::tls::Role::Http, cancel);
+            let admit = places.clone();
+            let incoming =
+                futures::stream::poll_fn(move |cx| accepted.poll_recv(cx)).filter_map(move |(stream, _)| std::future::ready(admit.admit(stream)));
+            crate::http::serve::serve(incoming, app, places, stop).await;
+        }
+    }
 }
 
 impl RunningServer {

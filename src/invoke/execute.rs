@@ -74,7 +74,8 @@ impl Router {
             let started = Instant::now();
             let execution = self.upstream.execute(request).await;
             if execution.reached() {
-                crate::telemetry::metrics::executor_call(&source.id, started.elapsed());
+                let kind = if matches!(source.kind, SourceKind::Mcp(_)) { "mcp" } else { "function" };
+                crate::telemetry::metrics::executor_call(kind, started.elapsed());
             }
             return match execution {
                 Execution::Done { content_json, is_error } => {

@@ -5,7 +5,10 @@
 //! - `toolrouter_grpc_requests_total{method,code}`, `toolrouter_grpc_request_duration_seconds{method}`
 //! - `toolrouter_tool_calls_total{outcome}`, `toolrouter_tool_call_duration_seconds{outcome}`
 //!   (outcome = result | error | deferred | uncertain)
-//! - `toolrouter_executor_duration_seconds{source}`
+//! - `toolrouter_executor_duration_seconds{kind}` (kind = function | mcp)
+//!
+//! Label values are bounded whatever tenants register: no tenant-defined string (source ids,
+//! tool or agent names) is ever a label.
 //! - `toolrouter_search_duration_seconds`, `toolrouter_search_zero_results_total`
 //! - `toolrouter_deferred_pending`
 //! - `toolrouter_store_duration_seconds{op}`
@@ -67,7 +70,7 @@ fn describe() {
     describe_histogram!(GRPC_DURATION, Unit::Seconds, "gRPC request duration, by method");
     describe_counter!(TOOL_CALLS, "Model tool calls handled, by outcome (result, error, deferred, uncertain)");
     describe_histogram!(TOOL_CALL_DURATION, Unit::Seconds, "Tool call handling duration, by outcome");
-    describe_histogram!(EXECUTOR_DURATION, Unit::Seconds, "Executor call duration, by source id");
+    describe_histogram!(EXECUTOR_DURATION, Unit::Seconds, "Executor and MCP server call duration, by kind of source");
     describe_histogram!(SEARCH_DURATION, Unit::Seconds, "Tool search duration");
     describe_counter!(SEARCH_ZERO_RESULTS, "Tool searches that found nothing");
     describe_gauge!(DEFERRED_PENDING, "Deferred records awaiting resolution");
@@ -86,9 +89,10 @@ pub fn tool_call(outcome: &'static str, elapsed: Duration) {
     histogram!(TOOL_CALL_DURATION, "outcome" => outcome).record(elapsed);
 }
 
-/// Times one call that reached its executor (not busy waits, not failed connects).
-pub fn executor_call(source: &str, elapsed: Duration) {
-    histogram!(EXECUTOR_DURATION, "source" => source.to_string()).record(elapsed);
+/// Times one call that reached its executor or MCP server (`kind`: function or mcp; not busy
+/// waits, not failed connects).
+pub fn executor_call(kind: &'static str, elapsed: Duration) {
+    histogram!(EXECUTOR_DURATION, "kind" => kind).record(elapsed);
 }
 
 pub fn search_duration(elapsed: Duration) {

@@ -170,6 +170,15 @@ pub struct ServeArgs {
     /// before they are listed again.
     #[arg(long, default_value_t = crate::registry::LISTED_TOOLS_TTL.as_secs(), env = "TOOLROUTER_TOOL_LIST_TTL_SECS")]
     pub tool_list_ttl_secs: u64,
+    /// A listing that failed for some source (unreachable executor or MCP server) is used this
+    /// many seconds, then tried again; meanwhile that source's tools are missing, the others
+    /// and the control tools are not.
+    #[arg(long, default_value_t = crate::registry::LISTING_FAILURE_TTL.as_secs(), env = "TOOLROUTER_TOOL_LIST_FAILURE_TTL_SECS")]
+    pub tool_list_failure_ttl_secs: u64,
+    /// Bytes of compiled catalogs (search indexes, validators) one replica keeps, shared
+    /// fairly between tenants; a version too large for it is refused (RESOURCE_EXHAUSTED).
+    #[arg(long, default_value_t = crate::registry::CATALOG_CACHE_BYTES as u64, env = "TOOLROUTER_CATALOG_CACHE_BYTES", value_parser = clap::value_parser!(u64).range(1_048_576..))]
+    pub catalog_cache_bytes: u64,
 
     // ----- outbound targets and upstream TLS (issue 6 items 3, 6b) -----
     /// An allowed executor endpoint / MCP URL pattern: [http://|https://]HOST[:PORT] with HOST
@@ -235,6 +244,10 @@ pub struct ServerConfig {
     pub secrets: crate::upstream::Secrets,
     /// How long tools listed upstream are used before they are listed again.
     pub tool_list_ttl: Duration,
+    /// How long a listing that failed for some source is used before it is tried again.
+    pub tool_list_failure_ttl: Duration,
+    /// Bytes of compiled catalogs kept.
+    pub catalog_cache_bytes: usize,
     /// Allowed outbound targets and upstream TLS (issue 6 items 3, 6b).
     pub outbound: crate::outbound::OutboundConfig,
 }
@@ -264,6 +277,8 @@ impl ServerConfig {
             mcp_endpoint: Default::default(),
             secrets: Default::default(),
             tool_list_ttl: crate::registry::LISTED_TOOLS_TTL,
+            tool_list_failure_ttl: crate::registry::LISTING_FAILURE_TTL,
+            catalog_cache_bytes: crate::registry::CATALOG_CACHE_BYTES,
             // Loopback only: every test executor and MCP server listens on 127.0.0.1.
             outbound: Default::default(),
         }
@@ -346,6 +361,8 @@ impl From<ServeArgs> for ServerConfig {
                 s
             },
             tool_list_ttl: Duration::from_secs(a.tool_list_ttl_secs),
+            tool_list_failure_ttl: Duration::from_secs(a.tool_list_failure_ttl_secs),
+            catalog_cache_bytes: a.catalog_cache_bytes as usize,
             outbound: crate::outbound::OutboundConfig {
                 allow: a.outbound_allow,
                 tls: crate::outbound::UpstreamTlsConfig {

@@ -10,8 +10,8 @@
 //!   control tools), [`catalog`] and [`search`].
 //!
 //! Shared below them: [`call`] (a call and what goes back), [`error`] (the one error
-//! vocabulary), [`telemetry`], [`clock`], [`pb`] (generated code). Above them: [`config`],
-//! [`server`] (wiring and shutdown) and [`cli`].
+//! vocabulary), [`telemetry`], [`clock`], [`mem`] (heap sizes), [`pb`] (generated code).
+//! Above them: [`config`], [`server`] (wiring and shutdown) and [`cli`].
 
 pub mod api;
 pub mod auth;
@@ -36,6 +36,7 @@ pub mod search;
 pub mod call;
 pub mod clock;
 pub mod error;
+pub mod mem;
 pub mod pb;
 pub mod telemetry;
 

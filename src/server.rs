@@ -77,6 +77,8 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
             .with_outbound(outbound.policy.clone())
             .with_secrets(secrets)
             .with_listed_tools_ttl(cfg.tool_list_ttl)
+            .with_listing_failure_ttl(cfg.tool_list_failure_ttl)
+            .with_catalog_cache_bytes(cfg.catalog_cache_bytes)
             .with_cache_refresh(cfg.cache_refresh),
     );
     let gate = Arc::new(Gate::default());

@@ -222,3 +222,61 @@ async fn a_result_over_the_limit_is_the_fault_result_too_large_and_its_retry_nev
         assert_eq!(exec.calls(), 1, "{size}: the tool ran once");
     }
 }
+
+#[tokio::test]
+async fn an_unreachable_source_keeps_the_control_tools_and_the_other_tools_and_is_tried_again_soon() {
+    let lookup = tool("lookup", "Look a customer up.", json!({"type": "object"}));
+    let exec = spawn_executor_listing(Behaviour::Echo, vec![lookup]).await;
+    exec.fail_listing(true);
+    let mut cfg = ServerConfig::for_tests();
+    cfg.tool_list_failure_ttl = Duration::from_millis(300);
+    let s = TestServer::start_with(cfg).await;
+    let def = pb::AgentDefinition {
+        sources: vec![
+            function_source("crm-tools", &exec.endpoint(), vec![]),
+            client_source("ui", vec![tool("confirm", "Ask the user.", json!({"type": "object"}))]),
+        ],
+        groups: [("crm".to_string(), group("Customer records", &["crm-tools"]))].into(),
+        ..Default::default()
+    };
+    s.create("crm", def).await;
+    let down = s.model_tools("crm", run_ctx("r1")).await;
+    let names: Vec<&str> = down.tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(names.contains(&"discover_tools") && names.contains(&"call_tool") && names.contains(&"confirm"), "{names:?}");
+    assert!(down.diagnostics.iter().any(|d| d.contains("\"crm-tools\"")), "{:?}", down.diagnostics);
+
+    exec.fail_listing(false);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let up = s.model_tools("crm", run_ctx("r2")).await;
+    assert!(up.diagnostics.is_empty(), "{:?}", up.diagnostics);
+    let listed = s
+        .discovery()
+        .list_tools(pb::ListCatalogToolsRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx("r2")), ..Default::default() })
+        .await
+        .expect("list")
+        .into_inner()
+        .tools;
+    assert_eq!(listed.iter().map(|t| t.name.as_str()).collect::<Vec<_>>(), ["crm__lookup"]);
+}
+
+#[tokio::test]
+async fn a_version_whose_catalog_is_larger_than_the_whole_cache_is_refused_and_smaller_ones_are_served() {
+    let mut cfg = ServerConfig::for_tests();
+    cfg.catalog_cache_bytes = 1 << 20;
+    let s = TestServer::start_with(cfg).await;
+    let tools: Vec<pb::ToolDeclaration> =
+        (0..2_000).map(|i| tool(&format!("t{i}"), &"A tool that does one thing. ".repeat(8), json!({"type": "object"}))).collect();
+    let big = pb::AgentDefinition { sources: vec![client_source("ui", tools)], ..Default::default() };
+    s.create("big", big).await;
+    s.create("crm", crm_definition("http://127.0.0.1:1")).await;
+    let err = s
+        .router()
+        .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("big")), run: Some(run_ctx("r1")) })
+        .await
+        .expect_err("too large for the cache");
+    assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");
+    assert!(err.message().contains("--catalog-cache-bytes"), "{}", err.message());
+    assert!(s.model_tools("crm", run_ctx("r1")).await.tools.iter().any(|t| t.name == "discover_tools"));
+    let (bytes, kept) = s.server.router.registry().catalog_usage();
+    assert!(bytes <= 1 << 20 && kept >= 1, "{bytes} bytes in {kept} catalogs");
+}

@@ -885,11 +885,13 @@ async fn auto_pin_warms_up_per_user_and_decays() {
     assert!(call("bad", "customer_name", json!({"customer_id": "x"})).await.1);
     wait_for_usage(&s, "crm", "ada", "crm__customer_name", 2.0, &clock).await;
     assert!(hot(&s.model_tools("crm", ada("r1")).await).is_empty(), "2 calls are not enough");
+    // Auto-pins change between runs, never within one: new runs from here on.
 
     assert!(!call("a2", "customer_name", json!({"customer_id": 42})).await.1);
     wait_for_usage(&s, "crm", "ada", "crm__customer_name", 3.0, &clock).await;
-    let tools = s.model_tools("crm", ada("r1")).await;
+    let tools = s.model_tools("crm", ada("t1")).await;
     assert_eq!(hot(&tools), ["crm__customer_name"], "3 calls make it hot");
+    assert!(hot(&s.model_tools("crm", ada("r1")).await).is_empty(), "run r1 keeps the list it was first given");
     let last = tools.tools.last().unwrap();
     assert_eq!(last.kind, pb::ModelToolKind::Hot as i32, "hot tools come last");
     assert_eq!((last.group.as_str(), last.tool.as_str(), last.source_id.as_str()), ("crm", "customer_name", "crm-tools"));
@@ -904,14 +906,15 @@ async fn auto_pin_warms_up_per_user_and_decays() {
 
     // An hour later it is still hot.
     clock.advance(Duration::from_secs(3600));
-    assert_eq!(hot(&s.model_tools("crm", ada("r1")).await), ["crm__customer_name"]);
+    assert_eq!(hot(&s.model_tools("crm", ada("t2")).await), ["crm__customer_name"]);
 
     // Usage shifts to customer_email: with max_hot 1 it takes the slot.
     for i in 0..6 {
         assert!(!call(&format!("e{i}"), "customer_email", json!({})).await.1);
     }
     wait_for_usage(&s, "crm", "ada", "crm__customer_email", 6.0, &clock).await;
-    assert_eq!(hot(&s.model_tools("crm", ada("r1")).await), ["crm__customer_email"]);
+    assert_eq!(hot(&s.model_tools("crm", ada("t3")).await), ["crm__customer_email"]);
+    assert_eq!(hot(&s.model_tools("crm", ada("t2")).await), ["crm__customer_name"], "frozen in t2");
 
     // Several half-lives (7 days each) later, everything has aged out.
     clock.advance(4 * 7 * DAY);

@@ -2,6 +2,7 @@
 //! index. Built once per version and cached (SPEC §10); validators compile on first use.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -38,12 +39,26 @@ pub struct PreparedTool {
     pub pin: bool,
     pub additional_search_text: String,
     validator: OnceLock<Result<Arc<Validator>, String>>,
+    /// The catalog's byte count, which a validator adds to once built.
+    bytes: Arc<AtomicUsize>,
 }
+
+/// A compiled validator takes about this many bytes per byte of its schema's text (measured
+/// by `tests/catalog_size.rs`; rounded up).
+const VALIDATOR_BYTES_PER_SCHEMA_BYTE: usize = 20;
 
 impl PreparedTool {
     /// The argument validator, compiled on first use.
     pub fn validator(&self) -> Result<Arc<Validator>, String> {
-        self.validator.get_or_init(|| schema::build(&self.input_schema).map(Arc::new)).clone()
+        self.validator
+            .get_or_init(|| {
+                let built = schema::build(&self.input_schema).map(Arc::new);
+                if built.is_ok() {
+                    self.bytes.fetch_add(self.input_schema_json.get().len() * VALIDATOR_BYTES_PER_SCHEMA_BYTE, Ordering::Relaxed);
+                }
+                built
+            })
+            .clone()
     }
 }
 
@@ -79,9 +94,14 @@ pub struct Catalog {
     pub direct: Vec<u32>,
     pub pinned: Vec<u32>,
     pub diagnostics: Vec<String>,
+    /// Sources whose tools could not be listed this time (set by the registry).
+    pub unavailable: Vec<String>,
     pub index: KeywordIndex,
     docs: Vec<SearchDoc>,
     natural: OnceLock<NaturalIndex>,
+    /// `heap_bytes`: measured at compile, grown when the natural index or a validator is
+    /// built (shared with the tools).
+    bytes: Arc<AtomicUsize>,
     group_index: HashMap<String, usize>,
     by_canonical: HashMap<String, u32>,
     /// Lower-cased local and canonical names → search documents, ordered by canonical name.
@@ -111,6 +131,7 @@ impl Catalog {
             }
         }
         let mut diagnostics = Vec::new();
+        let bytes = Arc::new(AtomicUsize::new(0));
         let mut sources = Vec::with_capacity(def.sources.len());
         let mut tools: Vec<PreparedTool> = Vec::new();
         let mut seen_grouped: HashSet<String> = HashSet::new();
@@ -220,6 +241,7 @@ impl Catalog {
                     pin: pin && group.is_some(),
                     additional_search_text: search_text,
                     validator: OnceLock::new(),
+                    bytes: bytes.clone(),
                 });
             }
         }
@@ -280,7 +302,7 @@ impl Catalog {
         for list in exact_names.values_mut() {
             list.sort_by(|&a, &b| docs[a as usize].canonical.cmp(&docs[b as usize].canonical));
         }
-        Catalog {
+        let catalog = Catalog {
             control,
             instructions: def.instructions.clone(),
             deferred_ttl: def.deferred_ttl,
@@ -292,14 +314,18 @@ impl Catalog {
             direct,
             pinned,
             diagnostics,
+            unavailable: Vec::new(),
             index,
             docs,
             natural: OnceLock::new(),
+            bytes,
             group_index,
             by_canonical,
             exact_names,
             direct_by_name,
-        }
+        };
+        catalog.bytes.store(catalog.measure(), Ordering::Relaxed);
+        catalog
     }
 
     pub fn tool(&self, i: u32) -> &PreparedTool {
@@ -325,14 +351,16 @@ impl Catalog {
         self.direct_by_name.get(name).copied()
     }
 
-    /// Whether the model sees control tools: at least one grouped tool survived preparation.
     /// Does the catalog have MCP sources (whose tools can change upstream)?
     pub fn has_mcp_sources(&self) -> bool {
         self.sources.iter().any(|s| matches!(s.kind, SourceKind::Mcp(_)))
     }
 
+    /// Whether the model sees control tools: at least one grouped tool survived preparation,
+    /// or a grouped source is only unavailable for now (its tools come back once it answers;
+    /// the tool list does not shrink meanwhile).
     pub fn has_grouped(&self) -> bool {
-        !self.grouped.is_empty()
+        !self.grouped.is_empty() || self.sources.iter().any(|s| s.group.is_some() && self.unavailable.contains(&s.id))
     }
 
     /// Search documents whose local or canonical name equals the query (trimmed,
@@ -349,10 +377,76 @@ impl Catalog {
         &self.docs
     }
 
-    /// The natural-language index, built on first use.
+    /// The natural-language index, built on first use (its bytes then count in
+    /// [`Catalog::heap_bytes`]).
     pub fn natural(&self) -> &NaturalIndex {
-        self.natural.get_or_init(|| NaturalIndex::build(&self.docs, &NaturalConfig::default()))
+        self.natural.get_or_init(|| {
+            let index = NaturalIndex::build(&self.docs, &NaturalConfig::default());
+            self.bytes.fetch_add(index.heap_bytes(), Ordering::Relaxed);
+            index
+        })
     }
+
+    /// Approximate bytes the catalog owns, its lazily built parts once built: what the
+    /// compiled-catalog cache charges for it.
+    pub fn heap_bytes(&self) -> usize {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// What compiling owned, measured once at the end of `compile`.
+    fn measure(&self) -> usize {
+        use crate::mem::{json, table, text, vec};
+        let tool = |t: &PreparedTool| {
+            size_of::<PreparedTool>()
+                + t.group.as_deref().map_or(0, text)
+                + text(&t.local)
+                + text(&t.name)
+                + text(&t.description)
+                + json(&t.input_schema)
+                + text(t.input_schema_json.get())
+                + t.output_schema_json.as_deref().map_or(0, |o| text(o.get()))
+                + text(&t.additional_search_text)
+        };
+        let doc = |d: &SearchDoc| {
+            size_of::<SearchDoc>()
+                + text(&d.name)
+                + text(&d.description)
+                + text(&d.group)
+                + text(&d.canonical)
+                + d.property_names.iter().map(|p| size_of::<String>() + text(p)).sum::<usize>()
+                + d.schema_descriptions.iter().map(|p| size_of::<String>() + text(p)).sum::<usize>()
+                + text(&d.additional_search_text)
+        };
+        let names = |m: &HashMap<String, u32>| table(m) + m.keys().map(|k| text(k)).sum::<usize>();
+        size_of::<Catalog>()
+            + self.tools.iter().map(tool).sum::<usize>()
+            + self.docs.iter().map(doc).sum::<usize>()
+            + self.sources.iter().map(|s| size_of::<PreparedSource>() + text(&s.id) + text(&s.instructions) + source_bytes(&s.kind)).sum::<usize>()
+            + vec(&self.grouped, self.grouped.capacity())
+            + vec(&self.grouped_by_name, self.grouped_by_name.capacity())
+            + self
+                .groups
+                .iter()
+                .map(|g| size_of::<GroupInfo>() + text(&g.name) + text(&g.description) + vec(&g.tools, g.tools.capacity()))
+                .sum::<usize>()
+            + vec(&self.direct, self.direct.capacity())
+            + vec(&self.pinned, self.pinned.capacity())
+            + self.diagnostics.iter().map(|d| text(d)).sum::<usize>()
+            + self.index.heap_bytes()
+            + table(&self.group_index)
+            + names(&self.by_canonical)
+            + table(&self.exact_names)
+            + self.exact_names.iter().map(|(k, v)| text(k) + vec(v, v.capacity())).sum::<usize>()
+            + names(&self.direct_by_name)
+    }
+}
+
+/// Bytes a source's own declarations take (their tools are counted as prepared tools).
+fn source_bytes(kind: &SourceKind) -> usize {
+    kind.declared_tools()
+        .iter()
+        .map(|d| size_of::<ToolDeclaration>() + d.name.len() + d.description.len() + d.input_schema.len() + d.output_schema.len())
+        .sum()
 }
 
 /// The control tool names and the names of declared direct and pinned tools (the sources

@@ -46,10 +46,12 @@ impl Router {
         Ok(Resolved { version, catalog })
     }
 
-    /// `GetModelTools`: the tools and instructions for this run (hot tools per user).
+    /// `GetModelTools`: the tools and instructions for this run (hot tools per user). The
+    /// list is frozen for a run from its first `GetModelTools`: the hot set is stored with the
+    /// run, so providers' prompt caches stay warm; usage changes it for later runs.
     pub async fn model_tools(&self, cx: &CallContext) -> Result<ModelTools> {
         let r = self.resolve(cx).await?;
-        let hot = self.hot_tools(cx, &r.catalog).await?;
+        let hot = self.frozen_hot_tools(cx, &r.catalog).await?;
         let (tools, instructions) = control::model_tools(&r.catalog, &hot);
         Ok(ModelTools { version: r.version, tools, instructions, diagnostics: r.catalog.diagnostics.clone() })
     }

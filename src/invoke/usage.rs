@@ -8,6 +8,28 @@ use crate::catalog::Catalog;
 use crate::error::Result;
 
 impl Router {
+    /// The run's hot tools: frozen at its first `GetModelTools` (a run without an id, or
+    /// without auto-pinning, has none to freeze).
+    pub(super) async fn frozen_hot_tools(&self, cx: &CallContext, catalog: &Catalog) -> Result<Vec<u32>> {
+        let active = catalog.control.auto_pin.is_some() && self.config.auto_pin && cx.run.user().is_some();
+        if !active || cx.run.run_id.is_empty() {
+            return self.hot_tools(cx, catalog).await;
+        }
+        let store = self.registry.store();
+        let names = match store.run_hot(&cx.tenant, &cx.agent_id, &cx.run.run_id).await? {
+            Some(frozen) => frozen,
+            None => {
+                let hot = self.hot_tools(cx, catalog).await?;
+                let names: Vec<&str> = hot.iter().map(|&i| catalog.tool(i).name.as_str()).collect();
+                let text = serde_json::to_string(&names).unwrap_or_else(|_| "[]".into());
+                // Another request of the run may have frozen it first: that list wins.
+                store.freeze_run_hot(&cx.tenant, &cx.agent_id, &cx.run.run_id, &text).await?.unwrap_or(text)
+            }
+        };
+        let names: Vec<String> = serde_json::from_str(&names).unwrap_or_default();
+        Ok(names.iter().filter_map(|n| catalog.by_canonical(n)).collect())
+    }
+
     /// The user's hot tools: at least `warmup_calls` (decayed) calls, the top `max_hot`.
     pub(super) async fn hot_tools(&self, cx: &CallContext, catalog: &Catalog) -> Result<Vec<u32>> {
         let (Some(cfg), true, Some(user)) = (catalog.control.auto_pin, self.config.auto_pin, cx.run.user()) else {

@@ -248,7 +248,50 @@ fn bigrams(s: &str) -> impl Iterator<Item = &str> {
     chars.clone().zip(chars.skip(1)).map(|((start, _), (at, c))| &s[start..at + c.len_utf8()])
 }
 
+impl Postings {
+    fn heap_bytes(&self) -> usize {
+        use crate::mem::vec;
+        vec(&self.offsets, self.offsets.capacity())
+            + vec(&self.docs, self.docs.capacity())
+            + vec(&self.bitmap_of, self.bitmap_of.capacity())
+            + vec(&self.bitmaps, self.bitmaps.capacity())
+    }
+}
+
+impl Runs {
+    fn heap_bytes(&self) -> usize {
+        use crate::mem::{table, text, vec};
+        text(&self.text)
+            + vec(&self.starts, self.starts.capacity())
+            + vec(&self.terms, self.terms.capacity())
+            + table(&self.bigrams)
+            + self.bigrams.keys().map(|k| text(k)).sum::<usize>()
+            + vec(&self.offsets, self.offsets.capacity())
+            + vec(&self.runs, self.runs.capacity())
+    }
+}
+
 impl KeywordIndex {
+    /// Approximate bytes the index owns (`crate::mem`).
+    pub fn heap_bytes(&self) -> usize {
+        use crate::mem::{table, text, vec};
+        let keys = |m: &HashMap<Box<str>, u32>| table(m) + m.keys().map(|k| text(k)).sum::<usize>();
+        keys(&self.words)
+            + self.word_postings.heap_bytes()
+            + self.runs.heap_bytes()
+            + self.run_postings.heap_bytes()
+            + keys(&self.chars)
+            + self.char_postings.heap_bytes()
+            + table(&self.exact)
+            + self.exact.iter().map(|(k, v)| text(k) + vec(v, v.capacity())).sum::<usize>()
+            + keys(&self.groups)
+            + vec(&self.doc_group, self.doc_group.capacity())
+            + vec(&self.canonical_rank, self.canonical_rank.capacity())
+            + vec(&self.by_canonical, self.by_canonical.capacity())
+            + vec(&self.group_members, self.group_members.capacity())
+            + self.group_members.iter().map(|g| vec(g, g.capacity())).sum::<usize>()
+    }
+
     /// Indexes `docs`; hits refer to documents by their position in this slice.
     ///
     /// # Panics

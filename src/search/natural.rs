@@ -169,6 +169,27 @@ pub struct NaturalIndex {
 }
 
 impl NaturalIndex {
+    /// Approximate bytes the index owns (`crate::mem`).
+    pub fn heap_bytes(&self) -> usize {
+        use crate::mem::{table, text, vec};
+        let lists = |l: &Vec<Vec<(u32, f32)>>| vec(l, l.capacity()) + l.iter().map(|p| vec(p, p.capacity())).sum::<usize>();
+        table(&self.vocab)
+            + self.vocab.keys().map(|k| text(k)).sum::<usize>()
+            + table(&self.surface)
+            + self.surface.keys().map(|k| text(k)).sum::<usize>()
+            + lists(&self.postings)
+            + table(&self.bigrams)
+            + self.bigrams.values().map(|p| vec(p, p.capacity())).sum::<usize>()
+            + lists(&self.group_postings)
+            + lists(&self.doc_terms)
+            + vec(&self.group_of, self.group_of.capacity())
+            + table(&self.group_ids)
+            + self.group_ids.keys().map(|k| text(k)).sum::<usize>()
+            + vec(&self.canon_rank, self.canon_rank.capacity())
+            + table(&self.exact)
+            + self.exact.iter().map(|(k, v)| text(k) + vec(v, v.capacity())).sum::<usize>()
+    }
+
     pub fn build(docs: &[SearchDoc], cfg: &NaturalConfig) -> Self {
         let analyzer = Analyzer::new(cfg.stem, cfg.stop_words);
         let params = cfg.fields();

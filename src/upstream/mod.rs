@@ -110,18 +110,22 @@ pub struct Request<'a> {
     pub timeout: Option<Duration>,
 }
 
+/// The tools listed upstream for a definition's sources.
+#[derive(Debug, Clone, Default)]
+pub struct Listing {
+    /// Tools per source id, for the sources whose tools come from upstream (a source that
+    /// failed is listed empty).
+    pub tools: BTreeMap<String, Vec<ToolDeclaration>>,
+    /// (source id, why) of each source whose listing failed.
+    pub failed: Vec<(String, String)>,
+}
+
 /// Lists tools that a definition does not declare (executor `ListTools`, MCP `tools/list`).
 #[async_trait::async_trait]
 pub trait ToolLister: Send + Sync {
-    /// Tools per source id, for the sources whose tools come from upstream (the tenant's
-    /// view: operator secrets in MCP headers are scoped to tenants), and what failed.
-    async fn list(
-        &self,
-        def: &AgentDefinition,
-        tenant: &str,
-        agent_id: &str,
-        run: Option<&RunContext>,
-    ) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>);
+    /// The tools of the sources whose tools come from upstream, as the tenant sees them
+    /// (operator secrets in MCP headers are scoped to tenants).
+    async fn list(&self, def: &AgentDefinition, tenant: &str, agent_id: &str, run: Option<&RunContext>) -> Listing;
 
     /// A key for what a run's listing depends on (MCP headers bound to the run context);
     /// `None`: the version's shared catalog serves the run.
@@ -223,13 +227,7 @@ impl Upstream {
 
 #[async_trait::async_trait]
 impl ToolLister for Upstream {
-    async fn list(
-        &self,
-        def: &AgentDefinition,
-        tenant: &str,
-        agent_id: &str,
-        run: Option<&RunContext>,
-    ) -> (BTreeMap<String, Vec<ToolDeclaration>>, Vec<String>) {
+    async fn list(&self, def: &AgentDefinition, tenant: &str, agent_id: &str, run: Option<&RunContext>) -> Listing {
         let jobs = def.sources.iter().filter_map(|s| {
             let key = SourceKey { tenant: tenant.to_string(), agent_id: agent_id.to_string(), source_id: s.id.clone() };
             match &s.kind {
@@ -244,21 +242,20 @@ impl ToolLister for Upstream {
                 _ => None,
             }
         });
-        let mut listed = BTreeMap::new();
-        let mut diagnostics = Vec::new();
+        let mut listing = Listing::default();
         for (id, r) in futures::future::join_all(jobs).await {
             match r {
                 Ok(tools) => {
-                    listed.insert(id, tools);
+                    listing.tools.insert(id, tools);
                 }
                 Err(e) => {
                     // Listed as empty: the source's tools are unavailable until the next preparation.
-                    listed.insert(id.clone(), Vec::new());
-                    diagnostics.push(format!("source {id:?}: {e}"));
+                    listing.tools.insert(id.clone(), Vec::new());
+                    listing.failed.push((id, e));
                 }
             }
         }
-        (listed, diagnostics)
+        listing
     }
 
     fn run_key(&self, sources: &[PreparedSource], tenant: &str, run: &RunContext) -> Option<u64> {

@@ -206,6 +206,8 @@ pub struct FakeExecutor {
     pub last: Arc<std::sync::Mutex<Option<pb::ExecuteRequest>>>,
     /// What `ListTools` answers (changeable while it runs).
     pub listed: Arc<std::sync::Mutex<Vec<pb::ToolDeclaration>>>,
+    /// While set, `ListTools` fails with UNAVAILABLE.
+    pub listing_fails: Arc<std::sync::atomic::AtomicBool>,
     /// The `grpc-timeout` header of the last call, as received.
     pub last_timeout: Arc<std::sync::Mutex<Option<String>>>,
     /// The W3C `traceparent` metadata of the last call, as received.
@@ -241,6 +243,9 @@ impl ToolExecutor for FakeExecutor {
     }
 
     async fn list_tools(&self, _req: Request<pb::ListToolsRequest>) -> Result<Response<pb::ListToolsResponse>, Status> {
+        if self.listing_fails.load(Ordering::SeqCst) {
+            return Err(Status::unavailable("the executor is down"));
+        }
         caught(async { Ok(Response::new(pb::ListToolsResponse { tools: self.listed.lock().unwrap().clone() })) }).await
     }
 }
@@ -323,6 +328,11 @@ impl ExecutorHandle {
         self.exec.max_inflight.load(Ordering::SeqCst)
     }
 
+    /// Makes `ListTools` fail (UNAVAILABLE) from now on, or answer again.
+    pub fn fail_listing(&self, fails: bool) {
+        self.exec.listing_fails.store(fails, Ordering::SeqCst);
+    }
+
     /// Changes what `ListTools` answers from now on.
     pub fn set_listed(&self, tools: Vec<pb::ToolDeclaration>) {
         *self.exec.listed.lock().unwrap() = tools;
@@ -402,6 +412,7 @@ async fn spawn_executor_with(
         calls: Arc::new(AtomicUsize::new(0)),
         last: Default::default(),
         listed: Arc::new(std::sync::Mutex::new(listed)),
+        listing_fails: Default::default(),
         last_timeout: Default::default(),
         last_traceparent: Default::default(),
         last_metadata: Default::default(),

@@ -1,10 +1,11 @@
 //! The agent registry: versioned definitions in the store, compiled catalogs cached per
 //! immutable version.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex};
+pub mod catalogs;
 
-use tokio::sync::OnceCell;
+use std::sync::Arc;
+
+use catalogs::{CatalogCache, CatalogKey};
 
 use crate::cache::{self, VersionCache};
 use crate::call::RunContext;
@@ -12,7 +13,7 @@ use crate::catalog::{AgentDefinition, Catalog, validate};
 use crate::clock::Clock;
 use crate::error::{Error, FieldViolation, Result};
 use crate::store::{AgentRecord, Store, StoreError, VersionRecord};
-use crate::upstream::{Secrets, ToolLister};
+use crate::upstream::{Listing, Secrets, ToolLister};
 
 #[derive(Debug, Clone)]
 pub struct Version {
@@ -23,27 +24,28 @@ pub struct Version {
     pub create_time: i64,
 }
 
-/// (tenant, agent, version, run key: 0 = the version's shared catalog).
-type Key = (String, String, u32, u64);
-
 /// How long a catalog with upstream-listed tools is used before it is prepared again, unless
 /// configured otherwise ([`Registry::with_listed_tools_ttl`]).
 pub const LISTED_TOOLS_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 
-#[derive(Default)]
-struct Entry {
-    cell: Arc<OnceCell<Arc<Catalog>>>,
-    /// Set for catalogs whose tools were listed upstream: they are prepared again after it.
-    expires: Mutex<Option<std::time::Instant>>,
-    prepared: Mutex<Option<std::time::Instant>>,
-}
+/// How long a catalog whose listing failed for some source is used before it is prepared
+/// again (the source may be back), unless configured otherwise.
+pub const LISTING_FAILURE_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Default bytes of compiled catalogs kept per replica.
+pub const CATALOG_CACHE_BYTES: usize = 512 * 1024 * 1024;
+
+/// A compiled catalog takes about this many bytes per byte of its tools' text (names,
+/// descriptions, schemas): the reservation made before compiling (`tests/catalog_size.rs`
+/// measures the real figure; validators and the natural index, built later, are charged
+/// when built).
+const COMPILED_BYTES_PER_TEXT_BYTE: usize = 12;
 
 pub struct Registry {
     store: Store,
     clock: Arc<dyn Clock>,
     lister: Option<Arc<dyn ToolLister>>,
-    cache: Mutex<HashMap<Key, Arc<Entry>>>,
-    cache_capacity: usize,
+    catalogs: CatalogCache,
     max_definition_bytes: usize,
     /// Default versions and run pins, trusted for a bounded time (`crate::cache`).
     defaults: VersionCache,
@@ -53,6 +55,7 @@ pub struct Registry {
     /// Secrets named by MCP header bindings must be usable by the tenant at registration.
     secrets: Arc<Secrets>,
     listed_tools_ttl: std::time::Duration,
+    listing_failure_ttl: std::time::Duration,
 }
 
 impl From<StoreError> for Error {
@@ -86,14 +89,14 @@ impl Registry {
             store,
             clock,
             lister: None,
-            cache: Mutex::new(HashMap::new()),
-            cache_capacity: 256,
+            catalogs: CatalogCache::new(CATALOG_CACHE_BYTES),
             max_definition_bytes,
             defaults: VersionCache::new(std::time::Duration::ZERO),
             pins: VersionCache::new(std::time::Duration::ZERO),
             outbound: Arc::new(crate::outbound::Policy::default()),
             secrets: Arc::new(Secrets::default()),
             listed_tools_ttl: LISTED_TOOLS_TTL,
+            listing_failure_ttl: LISTING_FAILURE_TTL,
         }
     }
 
@@ -118,6 +121,18 @@ impl Registry {
 
     pub fn with_listed_tools_ttl(mut self, ttl: std::time::Duration) -> Self {
         self.listed_tools_ttl = ttl;
+        self
+    }
+
+    /// How long a catalog whose listing failed for some source is used.
+    pub fn with_listing_failure_ttl(mut self, ttl: std::time::Duration) -> Self {
+        self.listing_failure_ttl = ttl;
+        self
+    }
+
+    /// Bounds the compiled catalogs kept in bytes.
+    pub fn with_catalog_cache_bytes(mut self, bytes: usize) -> Self {
+        self.catalogs = CatalogCache::new(bytes);
         self
     }
 
@@ -212,7 +227,7 @@ impl Registry {
         let agent = cache::key(&[tenant, agent_id]);
         self.defaults.forget(&agent);
         self.pins.forget_prefix(&agent);
-        self.cache.lock().expect("cache lock").retain(|k, _| !(k.0 == tenant && k.1 == agent_id));
+        self.catalogs.retain(|k, _| !(k.tenant == tenant && k.agent_id == agent_id));
         Ok(())
     }
 
@@ -291,71 +306,88 @@ impl Registry {
         run: &RunContext,
         min_age: std::time::Duration,
     ) -> bool {
-        let key = (tenant.to_string(), agent_id.to_string(), version, self.run_key(base, tenant, run).unwrap_or(0));
-        let mut cache = self.cache.lock().expect("cache lock");
-        let old_enough = cache.get(&key).map(|e| e.prepared.lock().expect("prepared lock").is_none_or(|t| t.elapsed() >= min_age)).unwrap_or(false);
+        let key = CatalogKey { tenant: tenant.into(), agent_id: agent_id.into(), version, run_key: self.run_key(base, tenant, run).unwrap_or(0) };
+        let old_enough =
+            self.catalogs.get(&key).is_some_and(|s| s.prepared.lock().unwrap_or_else(|e| e.into_inner()).is_none_or(|t| t.elapsed() >= min_age));
         if old_enough {
-            cache.remove(&key);
+            self.catalogs.forget(&key);
         }
         old_enough
     }
 
     async fn catalog_keyed(&self, tenant: &str, agent_id: &str, version: u32, run_key: u64, run: Option<&RunContext>) -> Result<Arc<Catalog>> {
-        let key = (tenant.to_string(), agent_id.to_string(), version, run_key);
-        let entry = {
-            let mut cache = self.cache.lock().expect("cache lock");
-            let stale = cache.get(&key).and_then(|e| *e.expires.lock().expect("expiry lock")).is_some_and(|t| t <= std::time::Instant::now());
-            if stale {
-                cache.remove(&key);
-            }
-            if !cache.contains_key(&key) && cache.len() >= self.cache_capacity {
-                // Versions are immutable, so any entry can go; drop one arbitrary entry,
-                // a per-run listing first (many runs must not push out shared catalogs).
-                if let Some(k) = cache.keys().find(|k| k.3 != 0).or_else(|| cache.keys().next()).cloned() {
-                    cache.remove(&k);
-                }
-            }
-            cache.entry(key.clone()).or_default().clone()
-        };
-        let result = entry
+        let key = CatalogKey { tenant: tenant.into(), agent_id: agent_id.into(), version, run_key };
+        let slot = self.catalogs.slot(&key);
+        let result = slot
             .cell
             // Boxed: preparing is rare, and its future would otherwise sit inside every call's.
-            .get_or_try_init(|| {
-                Box::pin(async {
-                    let v = self.get_version(tenant, agent_id, version).await?;
-                    let (listed, mut diagnostics) = match &self.lister {
-                        Some(l) => l.list(&v.definition, tenant, agent_id, run).await,
-                        None => (BTreeMap::new(), Vec::new()),
-                    };
-                    *entry.prepared.lock().expect("prepared lock") = Some(std::time::Instant::now());
-                    if !listed.is_empty() || !diagnostics.is_empty() {
-                        *entry.expires.lock().expect("expiry lock") = Some(std::time::Instant::now() + self.listed_tools_ttl);
-                    }
-                    let def = v.definition;
-                    let mut catalog =
-                        tokio::task::spawn_blocking(move || Catalog::compile(&def, &listed)).await.map_err(|e| Error::Internal(e.to_string()))?;
-                    diagnostics.append(&mut catalog.diagnostics);
-                    catalog.diagnostics = diagnostics;
-                    Ok::<_, Error>(Arc::new(catalog))
-                })
-            })
+            .get_or_try_init(|| Box::pin(self.prepare(&key, &slot, run)))
             .await
             .cloned();
-        if result.is_err() {
-            self.cache.lock().expect("cache lock").remove(&key);
+        match &result {
+            Ok(_) => self.catalogs.settle(&key),
+            Err(_) => self.catalogs.forget(&key),
         }
         result
+    }
+
+    /// Lists a version's upstream tools and compiles its catalog, within the cache's bytes.
+    /// A source whose listing failed is named in the diagnostics, and the catalog is used
+    /// only briefly before it is prepared again.
+    async fn prepare(&self, key: &CatalogKey, slot: &catalogs::Slot, run: Option<&RunContext>) -> Result<Arc<Catalog>> {
+        let v = self.get_version(&key.tenant, &key.agent_id, key.version).await?;
+        let listing = match &self.lister {
+            Some(l) => l.list(&v.definition, &key.tenant, &key.agent_id, run).await,
+            None => Listing::default(),
+        };
+        *slot.prepared.lock().unwrap_or_else(|e| e.into_inner()) = Some(std::time::Instant::now());
+        let mut diagnostics = Vec::new();
+        for (source, why) in &listing.failed {
+            tracing::warn!(agent = %key.agent_id, source = %source, error = %why, "listing a source's tools failed; its tools are unavailable until it answers");
+            diagnostics.push(format!("source {source:?}: {why}"));
+        }
+        let ttl =
+            if !listing.failed.is_empty() { Some(self.listing_failure_ttl) } else { (!listing.tools.is_empty()).then_some(self.listed_tools_ttl) };
+        *slot.expires.lock().unwrap_or_else(|e| e.into_inner()) = ttl.map(|t| std::time::Instant::now() + t);
+        let estimate = estimate_bytes(&v.definition, &listing);
+        let def = v.definition;
+        let failed: Vec<String> = listing.failed.into_iter().map(|(s, _)| s).collect();
+        let tools = listing.tools;
+        self.catalogs
+            .compile(key, slot, estimate, async move || {
+                let mut catalog =
+                    tokio::task::spawn_blocking(move || Catalog::compile(&def, &tools)).await.map_err(|e| Error::Internal(e.to_string()))?;
+                diagnostics.append(&mut catalog.diagnostics);
+                catalog.diagnostics = diagnostics;
+                catalog.unavailable = failed;
+                Ok(catalog)
+            })
+            .await
     }
 
     /// Drops a cached catalog so the next use prepares it again (tools listed upstream
     /// changed).
     pub fn invalidate_listings(&self, tenant: &str, agent_id: &str) {
-        self.cache.lock().expect("cache lock").retain(|k, e| !(k.0 == tenant && k.1 == agent_id && e.expires.lock().expect("expiry lock").is_some()));
+        self.catalogs.retain(|k, s| !(k.tenant == tenant && k.agent_id == agent_id && s.expires.lock().unwrap_or_else(|e| e.into_inner()).is_some()));
     }
 
     pub fn invalidate(&self, tenant: &str, agent_id: &str, version: u32) {
-        self.cache.lock().expect("cache lock").retain(|k, _| !(k.0 == tenant && k.1 == agent_id && k.2 == version));
+        self.catalogs.retain(|k, _| !(k.tenant == tenant && k.agent_id == agent_id && k.version == version));
     }
+
+    /// Bytes of compiled catalogs charged now, and how many are kept (metrics, tests).
+    pub fn catalog_usage(&self) -> (usize, usize) {
+        self.catalogs.usage()
+    }
+}
+
+/// What a catalog is reserved before it is compiled: its tools' text times what compiling
+/// makes of each byte.
+fn estimate_bytes(def: &AgentDefinition, listing: &Listing) -> usize {
+    let text = |t: &crate::catalog::ToolDeclaration| t.name.len() + t.description.len() + t.input_schema.len() + t.output_schema.len() + 64;
+    let declared: usize = def.sources.iter().flat_map(|s| s.kind.declared_tools()).map(text).sum();
+    let listed: usize = listing.tools.values().flatten().map(text).sum();
+    (declared + listed).saturating_mul(COMPILED_BYTES_PER_TEXT_BYTE) + 64 * 1024
 }
 
 fn decode(rec: VersionRecord) -> Result<Version> {

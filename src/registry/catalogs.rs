@@ -1,0 +1,297 @@
+//! The compiled catalogs of one replica (SPEC §10), bounded in bytes: each catalog is charged
+//! what it owns (`Catalog::heap_bytes`, which grows as validators and the natural index are
+//! built on first use), a compile reserves its estimate before it starts, and at most
+//! [`COMPILES`] run at once, so the cache and the compiles in progress stay within the
+//! configured bytes.
+//!
+//! Fair share: with `n` tenants cached, each may keep `capacity / n`. A tenant over its share
+//! evicts its own least recently used catalogs; a tenant within it evicts from the tenant
+//! most over its share (then the least recently used anywhere). So one tenant registering
+//! huge versions can neither evict the others' working sets nor keep them from the cache. A
+//! catalog larger than its tenant's share is served but not kept; one larger than the whole
+//! cache is refused.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use tokio::sync::{OnceCell, Semaphore};
+
+use crate::catalog::Catalog;
+
+/// Compiles in progress at once (each holds its reservation).
+pub const COMPILES: usize = 2;
+
+/// How often a lookup checks the cache against its bytes (catalogs grow after they are
+/// cached, as validators and indexes are built on first use).
+const RECHECK: Duration = Duration::from_millis(250);
+
+/// A catalog's place: (tenant, agent, version, run key: 0 = the version's shared catalog).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CatalogKey {
+    pub tenant: String,
+    pub agent_id: String,
+    pub version: u32,
+    pub run_key: u64,
+}
+
+/// One cached (or compiling) catalog.
+#[derive(Default)]
+pub struct Slot {
+    pub cell: OnceCell<Arc<Catalog>>,
+    /// Set for catalogs whose tools were listed upstream: they are prepared again after it.
+    pub expires: Mutex<Option<Instant>>,
+    pub prepared: Mutex<Option<Instant>>,
+    /// Bytes reserved while compiling (the estimate), 0 once compiled.
+    reserved: AtomicUsize,
+    last_use: AtomicU64,
+}
+
+impl Slot {
+    /// The bytes this slot is charged.
+    fn charged(&self) -> usize {
+        match self.cell.get() {
+            Some(c) => c.heap_bytes(),
+            None => self.reserved.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Compiling: its bytes are in use whatever the cache decides.
+    fn compiling(&self) -> bool {
+        self.cell.get().is_none() && self.reserved.load(Ordering::Relaxed) > 0
+    }
+
+    pub fn is_expired(&self) -> bool {
+        self.expires.lock().unwrap_or_else(|e| e.into_inner()).is_some_and(|t| t <= Instant::now())
+    }
+}
+
+/// Why a catalog cannot be served from this replica.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooLarge {
+    pub bytes: usize,
+    pub capacity: usize,
+}
+
+pub struct CatalogCache {
+    capacity: usize,
+    entries: Mutex<HashMap<CatalogKey, Arc<Slot>>>,
+    clock: AtomicU64,
+    checked: Mutex<Instant>,
+    compiles: Semaphore,
+}
+
+impl CatalogCache {
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            capacity: capacity.max(1),
+            entries: Mutex::new(HashMap::new()),
+            clock: AtomicU64::new(0),
+            checked: Mutex::new(Instant::now()),
+            compiles: Semaphore::new(COMPILES),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<CatalogKey, Arc<Slot>>> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The slot of `key`, new if it had none (or its listing expired), marked used.
+    pub fn slot(&self, key: &CatalogKey) -> Arc<Slot> {
+        let slot = {
+            let mut entries = self.lock();
+            if entries.get(key).is_some_and(|s| s.is_expired()) {
+                entries.remove(key);
+            }
+            entries.entry(key.clone()).or_default().clone()
+        };
+        slot.last_use.store(self.clock.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
+        let due = {
+            let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
+            let due = checked.elapsed() >= RECHECK;
+            if due {
+                *checked = Instant::now();
+            }
+            due
+        };
+        if due {
+            self.make_room(None);
+        }
+        slot
+    }
+
+    /// Compiles `key`'s catalog with `compile`, within the cache's bytes: its `estimate` is
+    /// reserved first (making room), the compile waits for one of the [`COMPILES`] places,
+    /// and the result is charged what it owns. A catalog that does not fit its tenant's
+    /// share is returned without being kept.
+    pub async fn compile(
+        &self,
+        key: &CatalogKey,
+        slot: &Slot,
+        estimate: usize,
+        compile: impl AsyncFnOnce() -> crate::error::Result<Catalog>,
+    ) -> crate::error::Result<Arc<Catalog>> {
+        if estimate > self.capacity {
+            return Err(too_large(estimate, self.capacity));
+        }
+        slot.reserved.store(estimate.max(1), Ordering::Relaxed);
+        self.make_room(Some(key));
+        let compiled = {
+            let _place = self.compiles.acquire().await.map_err(|_| crate::error::Error::Unavailable("shutting down".into()))?;
+            compile().await
+        };
+        let catalog = match compiled {
+            Ok(c) => Arc::new(c),
+            Err(e) => {
+                slot.reserved.store(0, Ordering::Relaxed);
+                return Err(e);
+            }
+        };
+        let bytes = catalog.heap_bytes();
+        slot.reserved.store(0, Ordering::Relaxed);
+        if bytes > self.capacity {
+            self.forget(key);
+            return Err(too_large(bytes, self.capacity));
+        }
+        Ok(catalog)
+    }
+
+    /// After a compile: charges the catalog and evicts as the fair share says (the new one
+    /// too, if it alone is over its tenant's share).
+    pub fn settle(&self, key: &CatalogKey) {
+        self.make_room(Some(key));
+    }
+
+    /// Drops one catalog.
+    pub fn forget(&self, key: &CatalogKey) {
+        self.lock().remove(key);
+    }
+
+    /// Drops the catalogs `drop` selects.
+    pub fn retain(&self, keep: impl Fn(&CatalogKey, &Slot) -> bool) {
+        self.lock().retain(|k, s| keep(k, s));
+    }
+
+    pub fn get(&self, key: &CatalogKey) -> Option<Arc<Slot>> {
+        self.lock().get(key).cloned()
+    }
+
+    /// Bytes charged now, and catalogs kept.
+    pub fn usage(&self) -> (usize, usize) {
+        let entries = self.lock();
+        (entries.values().map(|s| s.charged()).sum(), entries.len())
+    }
+
+    /// Evicts until the charged bytes fit, by the fair share. `arriving`, if given, is the
+    /// catalog just reserved or compiled: it is evicted only when it alone puts its tenant
+    /// over its share (then it is served once, not kept).
+    fn make_room(&self, arriving: Option<&CatalogKey>) {
+        let mut entries = self.lock();
+        let mut total: usize = entries.values().map(|s| s.charged()).sum();
+        while total > self.capacity {
+            let mut per_tenant: HashMap<&str, usize> = HashMap::new();
+            for (k, s) in entries.iter() {
+                *per_tenant.entry(k.tenant.as_str()).or_default() += s.charged();
+            }
+            let share = self.capacity / per_tenant.len().max(1);
+            let evictable = |k: &CatalogKey, s: &Slot| !s.compiling() && Some(k) != arriving;
+            let lru_of = |tenant: Option<&str>| {
+                entries
+                    .iter()
+                    .filter(|(k, s)| evictable(k, s) && tenant.is_none_or(|t| k.tenant == t))
+                    .min_by_key(|(_, s)| s.last_use.load(Ordering::Relaxed))
+                    .map(|(k, _)| k.clone())
+            };
+            let arriving_tenant = arriving.map(|k| k.tenant.as_str());
+            let victim = match arriving_tenant {
+                // The arriving tenant is over its share: it makes room from its own.
+                Some(t) if per_tenant.get(t).copied().unwrap_or(0) > share => {
+                    lru_of(Some(t)).or_else(|| arriving.filter(|k| entries.get(*k).is_some_and(|s| !s.compiling())).cloned())
+                }
+                _ => {
+                    let most_over = per_tenant.iter().filter(|(_, used)| **used > share).max_by_key(|(_, used)| **used).map(|(t, _)| t.to_string());
+                    most_over.as_deref().and_then(|t| lru_of(Some(t))).or_else(|| lru_of(None))
+                }
+            };
+            let Some(victim) = victim else { break };
+            if let Some(slot) = entries.remove(&victim) {
+                total = total.saturating_sub(slot.charged());
+            }
+        }
+    }
+}
+
+fn too_large(bytes: usize, capacity: usize) -> crate::error::Error {
+    crate::error::Error::ResourceExhausted(format!(
+        "this version's compiled catalog takes about {} MiB, more than this replica's whole catalog cache ({} MiB, --catalog-cache-bytes): split its tools over several agents or ask the operator for a larger cache",
+        bytes >> 20,
+        capacity >> 20
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{AgentDefinition, ClientSource, SourceKind, ToolDeclaration, ToolSource};
+
+    fn key(tenant: &str, version: u32) -> CatalogKey {
+        CatalogKey { tenant: tenant.into(), agent_id: "a".into(), version, run_key: 0 }
+    }
+
+    /// A catalog of `tools` client tools (about 1 KiB each once compiled).
+    fn catalog(tools: usize) -> Catalog {
+        let tools =
+            (0..tools).map(|i| ToolDeclaration { name: format!("tool_{i}"), description: "Does one thing.".into(), ..Default::default() }).collect();
+        let def = AgentDefinition {
+            sources: vec![ToolSource { id: "s".into(), kind: SourceKind::Client(ClientSource { tools }), ..Default::default() }],
+            ..Default::default()
+        };
+        Catalog::compile(&def, &Default::default())
+    }
+
+    async fn cache_one(cache: &CatalogCache, key: &CatalogKey, tools: usize) -> crate::error::Result<Arc<Catalog>> {
+        let slot = cache.slot(key);
+        let c = cache.compile(key, &slot, 1, async || Ok(catalog(tools))).await?;
+        let _ = slot.cell.set(c.clone());
+        cache.settle(key);
+        Ok(c)
+    }
+
+    fn kept(cache: &CatalogCache, key: &CatalogKey) -> bool {
+        cache.get(key).is_some_and(|s| s.cell.get().is_some())
+    }
+
+    #[tokio::test]
+    async fn the_cache_stays_within_its_bytes_and_a_greedy_tenant_evicts_only_its_own() {
+        let one = catalog(20).heap_bytes();
+        let cache = CatalogCache::new(one * 6);
+        for v in 1..=2 {
+            cache_one(&cache, &key("quiet", v), 20).await.unwrap();
+        }
+        for v in 1..=10 {
+            cache_one(&cache, &key("greedy", v), 20).await.unwrap();
+            assert!(cache.usage().0 <= one * 6 + one, "{:?}", cache.usage());
+        }
+        assert!(kept(&cache, &key("quiet", 1)) && kept(&cache, &key("quiet", 2)), "the quiet tenant keeps its share");
+        assert!(kept(&cache, &key("greedy", 10)) && !kept(&cache, &key("greedy", 1)), "the greedy one evicted its own oldest");
+    }
+
+    #[tokio::test]
+    async fn a_tenant_over_its_share_makes_room_from_its_own_and_a_catalog_over_the_cache_is_refused() {
+        let one = catalog(20).heap_bytes();
+        let cache = CatalogCache::new(one * 4);
+        cache_one(&cache, &key("a", 1), 20).await.unwrap();
+        cache_one(&cache, &key("b", 1), 20).await.unwrap();
+        // b's share is half the cache: its catalog of three quarters pushes out its own first.
+        let big = cache_one(&cache, &key("b", 2), 60).await.expect("served");
+        assert!(big.heap_bytes() > one * 2);
+        assert!(kept(&cache, &key("a", 1)) && !kept(&cache, &key("b", 1)));
+        // a, within its share, takes its room back from b, the tenant most over its share.
+        cache_one(&cache, &key("a", 2), 20).await.unwrap();
+        assert!(kept(&cache, &key("a", 1)) && kept(&cache, &key("a", 2)) && !kept(&cache, &key("b", 2)));
+        let refused = cache_one(&cache, &key("b", 3), 200).await.expect_err("over the whole cache");
+        assert!(matches!(refused, crate::error::Error::ResourceExhausted(_)), "{refused:?}");
+        assert!(cache.usage().0 <= one * 4);
+    }
+}

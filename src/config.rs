@@ -163,6 +163,17 @@ pub struct ServeArgs {
     /// HTTP listener: a request body not read completely within this many seconds is refused.
     #[arg(long, default_value_t = 30, env = "TOOLROUTER_HTTP_BODY_TIMEOUT_SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub http_body_timeout_secs: u64,
+    /// MCP endpoint sessions one replica keeps track of, in all (each costs a few hundred
+    /// bytes; the session itself is a run in the store). initialize beyond it is refused.
+    #[arg(long, default_value_t = 100_000, env = "TOOLROUTER_MAX_MCP_SESSIONS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_mcp_sessions: u64,
+    /// The same, per tenant.
+    #[arg(long, default_value_t = 10_000, env = "TOOLROUTER_MAX_MCP_SESSIONS_PER_TENANT", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_mcp_sessions_per_tenant: u64,
+    /// A replica forgets an MCP endpoint session idle this many seconds (its run stays in the
+    /// store until it is ended or expires, and any replica picks it up again).
+    #[arg(long, default_value_t = 900, env = "TOOLROUTER_MCP_ENDPOINT_SESSION_IDLE_SECS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub mcp_endpoint_session_idle_secs: u64,
     /// A run's MCP session with a source is closed after this many idle seconds.
     #[arg(long, default_value_t = 900, env = "TOOLROUTER_MCP_SESSION_IDLE_SECS")]
     pub mcp_session_idle_secs: u64,
@@ -351,6 +362,11 @@ impl From<ServeArgs> for ServerConfig {
             mcp_endpoint: crate::http::mcp::McpEndpointConfig {
                 allowed_hosts: a.mcp_allowed_hosts,
                 body_timeout: Duration::from_secs(a.http_body_timeout_secs),
+                sessions: crate::http::mcp::sessions::SessionLimits {
+                    max_total: a.max_mcp_sessions as usize,
+                    max_per_tenant: a.max_mcp_sessions_per_tenant as usize,
+                    idle: Duration::from_secs(a.mcp_endpoint_session_idle_secs),
+                },
             },
             secrets: {
                 // A name given twice stops start-up (`Secrets::for_server`).

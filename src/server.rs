@@ -105,6 +105,7 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     // ----- security (issue 6): limits and the authentication layer -----
     let limits = Arc::new(cfg.limits.clone());
     let rate = Arc::new(crate::auth::limits::RateLimiter::new(cfg.limits.rate));
+    let mcp_sessions = Arc::new(crate::http::mcp::sessions::Sessions::new(cfg.mcp_endpoint.sessions));
     let mcp_guard = crate::http::mcp::EndpointGuard { auth: auth.clone(), rate: rate.clone(), limits: limits.clone(), admission: admission.clone() };
     // Against hostile clients: HTTP/2 keep-alive pings (a dead peer is noticed and closed),
     // a bound on streams per connection and on the size of a header list.
@@ -150,6 +151,7 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
         &cfg.mcp_endpoint,
         cancel.child_token(),
         mcp_guard,
+        mcp_sessions.clone(),
     ));
     let http_stop = CancellationToken::new();
     let http_task = tokio::spawn(serve_http(http, tls.clone(), app, Places::new(cfg.listen), http_stop.clone(), cancel.clone()));
@@ -161,13 +163,16 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     }
 
     let stop = cancel.clone();
-    let every = (cfg.upstream.session_idle / 4).clamp(Duration::from_millis(50), Duration::from_secs(60));
+    let every = (cfg.upstream.session_idle.min(cfg.mcp_endpoint.sessions.idle) / 4).clamp(Duration::from_millis(50), Duration::from_secs(60));
     tasks.push(tokio::spawn(async move {
         let mut tick = tokio::time::interval(every);
         loop {
             tokio::select! {
                 _ = stop.cancelled() => break,
-                _ = tick.tick() => { upstream.expire_idle(); }
+                _ = tick.tick() => {
+                    upstream.expire_idle();
+                    mcp_sessions.forget_idle();
+                }
             }
         }
     }));

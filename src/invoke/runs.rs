@@ -56,6 +56,12 @@ impl Router {
         Ok(ModelTools { version: r.version, tools, instructions, diagnostics: r.catalog.diagnostics.clone() })
     }
 
+    /// Is `run_id` a live run of the agent (an MCP session opened on any replica)?
+    pub async fn run_is_live(&self, tenant: &str, agent_id: &str, run_id: &str) -> Result<bool> {
+        let idle_since = self.now() - self.config.run_idle.as_millis() as i64;
+        Ok(self.registry.store().run_version(tenant, agent_id, run_id, idle_since).await?.is_some())
+    }
+
     /// `EndRun` (and an MCP client closing its session): the run's next call pins the default
     /// version again and counts as a new run; its MCP sessions upstream are closed.
     pub async fn end_run(&self, rq: &RequestContext, agent_id: &str, run_id: &str) -> Result<()> {

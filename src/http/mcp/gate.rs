@@ -1,0 +1,203 @@
+//! What every request to the MCP endpoint passes before rmcp sees it: the caller's
+//! credentials and rate, admission (refused while draining, counted in flight), the session
+//! it names (known here or in the store, else 404 so the client initializes again), a bounded
+//! body that is a JSON-RPC message, and for `initialize` a new session: a run of the tenant,
+//! within the session caps and the live-runs limit. `DELETE` ends the session's run.
+
+use std::sync::Arc;
+
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::sessions::{Full, Sessions, new_id};
+use super::{EndpointGuard, addressed};
+use crate::admission::{Addressed, Principal, RequestContext};
+use crate::auth::UNAUTHENTICATED_MESSAGE;
+use crate::call::RunContext;
+use crate::error::{Error, ErrorCode};
+use crate::invoke::Router;
+
+/// Largest `initialize` answer read back to see whether the handshake succeeded.
+const MAX_HANDSHAKE_ANSWER: usize = 1 << 20;
+
+pub struct Gate {
+    pub router: Arc<Router>,
+    pub guard: EndpointGuard,
+    pub body_timeout: std::time::Duration,
+    pub sessions: Arc<Sessions>,
+}
+
+/// The HTTP status of an error code.
+fn status(code: ErrorCode) -> http::StatusCode {
+    http::StatusCode::from_u16(code.http()).unwrap_or(http::StatusCode::INTERNAL_SERVER_ERROR)
+}
+
+/// A JSON-RPC error for a request rmcp never saw.
+fn jsonrpc_error(http_status: http::StatusCode, id: Value, code: i32, message: &str) -> Response {
+    let body = json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}});
+    (http_status, [(http::header::CONTENT_TYPE, "application/json")], body.to_string()).into_response()
+}
+
+impl Gate {
+    pub async fn pass(&self, mut req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+        let guard = &self.guard;
+        // Waits for a JWKS fetch on an unknown `kid`, as gRPC calls do.
+        let principal = match guard.auth.authenticate_waiting(req.headers()).await {
+            Ok(p) => p,
+            Err(_) => {
+                let challenge = [(http::header::WWW_AUTHENTICATE, "Bearer")];
+                return (status(ErrorCode::Unauthenticated), challenge, UNAUTHENTICATED_MESSAGE).into_response();
+            }
+        };
+        if let Err(wait) = guard.rate.check(&principal.tenant) {
+            let secs = wait.as_secs_f64().ceil().max(1.0) as u64;
+            let retry = [(http::header::RETRY_AFTER, secs.to_string())];
+            return (status(ErrorCode::ResourceExhausted), retry, "request rate limit of this tenant reached").into_response();
+        }
+        // Every request (session set-up, listings, calls, DELETE) is admitted like a gRPC
+        // request: refused while draining, counted in flight while it runs.
+        let request = match guard.admission.request(&principal) {
+            Ok(r) => r,
+            Err(e) => return (status(e.code()), e.public_message()).into_response(),
+        };
+        let (agent_id, version) = match addressed(req.uri().path()) {
+            Ok(a) => a,
+            Err(e) => return (status(e.code()), e.public_message()).into_response(),
+        };
+        let session = req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).map(str::to_string);
+        match (&session, req.method()) {
+            (Some(id), method) => {
+                if !self.session_known(&principal, &agent_id, id).await {
+                    return (http::StatusCode::NOT_FOUND, "Session not found: initialize again").into_response();
+                }
+                if method == http::Method::DELETE {
+                    return self.close(&request, &agent_id, id).await;
+                }
+            }
+            (None, &http::Method::DELETE) => {
+                return (http::StatusCode::BAD_REQUEST, "DELETE needs the Mcp-Session-Id of the session to close").into_response();
+            }
+            (None, _) => {}
+        }
+        let mut opening = None;
+        if req.method() == http::Method::POST {
+            let (parts, body) = req.into_parts();
+            let (bytes, message) = match self.read_message(body).await {
+                Ok(m) => m,
+                Err(refusal) => return refusal,
+            };
+            if session.is_none()
+                && let rmcp::model::ClientJsonRpcMessage::Request(r) = &message
+                && matches!(r.request, rmcp::model::ClientRequest::InitializeRequest(_))
+            {
+                let id = serde_json::to_value(&r.id).unwrap_or(Value::Null);
+                match self.open(&principal, &agent_id, version).await {
+                    Ok(session) => opening = Some(session),
+                    Err(e) => return jsonrpc_error(http::StatusCode::OK, id, e.code().jsonrpc(), &e.public_message()),
+                }
+            }
+            req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+            if let Some(id) = &opening {
+                // The handshake is served as a request of the new session (its run).
+                req.headers_mut().insert("mcp-session-id", http::HeaderValue::from_str(id).expect("hex"));
+            }
+        }
+        req.extensions_mut().insert(principal.clone());
+        let response = next.run(req).await;
+        match opening {
+            Some(id) => self.opened(response, &request, &principal, &agent_id, id).await,
+            None => response,
+        }
+    }
+
+    /// Reads a POST's body (bounded in size and time) and checks it is a JSON-RPC message:
+    /// malformed JSON is a JSON-RPC parse error (-32700), another shape an invalid request
+    /// (-32600), both with HTTP 400.
+    async fn read_message(&self, body: axum::body::Body) -> Result<(bytes::Bytes, rmcp::model::ClientJsonRpcMessage), Response> {
+        use http_body_util::BodyExt;
+        let max = self.guard.limits.max_message_bytes;
+        let collected = tokio::time::timeout(self.body_timeout, http_body_util::Limited::new(body, max).collect()).await;
+        let bytes = match collected {
+            Err(_) => return Err((http::StatusCode::REQUEST_TIMEOUT, "the request body did not arrive in time").into_response()),
+            Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => {
+                return Err((http::StatusCode::PAYLOAD_TOO_LARGE, format!("the request body is over {max} bytes")).into_response());
+            }
+            Ok(Err(_)) => return Err((http::StatusCode::BAD_REQUEST, "the request body could not be read").into_response()),
+            Ok(Ok(b)) => b.to_bytes(),
+        };
+        match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(&bytes) {
+            Ok(m) => Ok((bytes, m)),
+            Err(e) if e.is_syntax() || e.is_eof() => {
+                Err(jsonrpc_error(http::StatusCode::BAD_REQUEST, Value::Null, -32700, &format!("Parse error: {e}")))
+            }
+            Err(e) => Err(jsonrpc_error(http::StatusCode::BAD_REQUEST, Value::Null, -32600, &format!("Invalid request: {e}"))),
+        }
+    }
+
+    /// Is `id` a live session (run) of this tenant and agent? Remembered here, or in the store
+    /// (opened on another replica, or forgotten here while idle).
+    async fn session_known(&self, principal: &Principal, agent_id: &str, id: &str) -> bool {
+        if self.sessions.knows(id, &principal.tenant, agent_id) {
+            return true;
+        }
+        match self.router.run_is_live(&principal.tenant, agent_id, id).await {
+            Ok(true) => {
+                self.sessions.remember(id, &principal.tenant, agent_id);
+                true
+            }
+            Ok(false) => false,
+            Err(e) => {
+                tracing::warn!(error = %e, "looking an MCP session up failed");
+                false
+            }
+        }
+    }
+
+    /// Opens a session for an `initialize`: within the caps, a new run of the tenant (the
+    /// live-runs limit), pinned to the version the path names (an unknown agent fails here).
+    async fn open(&self, principal: &Principal, agent_id: &str, version: u32) -> Result<String, Error> {
+        self.sessions.room_for(&principal.tenant).map_err(|full| {
+            Error::ResourceExhausted(match full {
+                Full::Replica(n) => {
+                    format!("this replica has {n} MCP sessions open, its limit (--max-mcp-sessions): close idle sessions or retry later")
+                }
+                Full::Tenant(n) => {
+                    format!("this tenant has {n} MCP sessions open on this replica, its limit: close idle sessions (DELETE) or retry later")
+                }
+            })
+        })?;
+        let id = new_id();
+        let to = Addressed { agent_id: agent_id.to_string(), version, run: RunContext { run_id: id.clone(), ..Default::default() }, timeout: None };
+        let cx = self.guard.admission.call(principal, to).await?;
+        self.router.resolve(&cx).await?;
+        Ok(id)
+    }
+
+    /// After rmcp answered an `initialize`: a successful handshake gets its session id (and
+    /// is remembered); a failed one gives its run back.
+    async fn opened(&self, response: Response, request: &RequestContext, principal: &Principal, agent_id: &str, id: String) -> Response {
+        use http_body_util::BodyExt;
+        let (mut parts, body) = response.into_parts();
+        let bytes = match http_body_util::Limited::new(body, MAX_HANDSHAKE_ANSWER).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => bytes::Bytes::new(),
+        };
+        let succeeded = parts.status.is_success() && serde_json::from_slice::<Value>(&bytes).is_ok_and(|v| v.get("result").is_some());
+        if succeeded {
+            self.sessions.remember(&id, &principal.tenant, agent_id);
+            parts.headers.insert("mcp-session-id", http::HeaderValue::from_str(&id).expect("hex"));
+        } else if let Err(e) = self.router.end_run(request, agent_id, &id).await {
+            tracing::debug!(error = %e, "giving back the run of a failed MCP handshake failed");
+        }
+        Response::from_parts(parts, axum::body::Body::from(bytes))
+    }
+
+    /// `DELETE`: the session's run ends through `Router::end_run`, the same path as `EndRun`.
+    async fn close(&self, request: &RequestContext, agent_id: &str, id: &str) -> Response {
+        self.sessions.forget(id);
+        if let Err(e) = self.router.end_run(request, agent_id, id).await {
+            return (status(e.code()), e.public_message()).into_response();
+        }
+        http::StatusCode::NO_CONTENT.into_response()
+    }
+}

@@ -130,12 +130,25 @@ fn main() {
     peers.block_on(async move {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let executor = listener.local_addr().unwrap();
-        tokio::spawn(tonic::transport::Server::builder().add_service(ToolExecutorServer::new(Echo)).serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)));
+        tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(ToolExecutorServer::new(Echo))
+                .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener)),
+        );
         let channel = tonic::transport::Channel::from_shared(format!("http://{grpc}")).unwrap().connect().await.expect("connect");
-        let ping = pb::ToolDeclaration { name: "ping".into(), description: "Ping.".into(), input_schema_json: r#"{"type":"object"}"#.into(), ..Default::default() };
+        let ping = pb::ToolDeclaration {
+            name: "ping".into(),
+            description: "Ping.".into(),
+            input_schema_json: r#"{"type":"object"}"#.into(),
+            ..Default::default()
+        };
         let source = pb::ToolSource {
             id: "ops".into(),
-            kind: Some(pb::tool_source::Kind::Function(pb::FunctionSource { endpoint: format!("http://{executor}"), tools: vec![ping], ..Default::default() })),
+            kind: Some(pb::tool_source::Kind::Function(pb::FunctionSource {
+                endpoint: format!("http://{executor}"),
+                tools: vec![ping],
+                ..Default::default()
+            })),
             ..Default::default()
         };
         let def = pb::AgentDefinition {

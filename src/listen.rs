@@ -29,15 +29,17 @@ pub struct ListenLimits {
 
 impl Default for ListenLimits {
     fn default() -> Self {
-        Self { max_connections: 4096, first_bytes: Duration::from_secs(10), header_timeout: Duration::from_secs(30) }
+        Self { max_connections: 4096, first_bytes: Duration::from_secs(10), header_timeout: Duration::from_secs(10) }
     }
 }
 
 /// A connection under a listener's limits: it holds its place among the open connections
-/// until dropped, and fails its reads once its first bytes are late.
+/// until dropped, and fails its reads once its opening bytes are late.
 pub struct Guarded<IO> {
     io: IO,
     first_bytes: Option<Pin<Box<Sleep>>>,
+    /// Bytes still due before the deadline is lifted.
+    opening: usize,
     _place: OwnedSemaphorePermit,
 }
 
@@ -52,11 +54,22 @@ impl<IO> Guarded<IO> {
 pub struct Places {
     semaphore: Arc<Semaphore>,
     limits: ListenLimits,
+    opening: usize,
 }
+
+/// The HTTP/2 client connection preface: a gRPC connection must send it whole in time (hyper
+/// would otherwise wait for its rest for ever).
+pub const HTTP2_PREFACE_BYTES: usize = 24;
 
 impl Places {
     pub fn new(limits: ListenLimits) -> Self {
-        Self { semaphore: Arc::new(Semaphore::new(limits.max_connections)), limits }
+        Self { semaphore: Arc::new(Semaphore::new(limits.max_connections)), limits, opening: 1 }
+    }
+
+    /// How many bytes a connection must send within the first-bytes deadline (1 by default).
+    pub fn with_opening(mut self, bytes: usize) -> Self {
+        self.opening = bytes.max(1);
+        self
     }
 
     pub fn limits(&self) -> ListenLimits {
@@ -66,7 +79,7 @@ impl Places {
     /// `io` under the limits, or `None` (drop it: the listener is full).
     pub fn admit<IO>(&self, io: IO) -> Option<Guarded<IO>> {
         let place = self.semaphore.clone().try_acquire_owned().ok()?;
-        Some(Guarded { io, first_bytes: Some(Box::pin(tokio::time::sleep(self.limits.first_bytes))), _place: place })
+        Some(Guarded { io, first_bytes: Some(Box::pin(tokio::time::sleep(self.limits.first_bytes))), opening: self.opening, _place: place })
     }
 
     /// Waits until every connection given a place has closed.
@@ -108,14 +121,21 @@ impl<IO: AsyncRead + Unpin> AsyncRead for Guarded<IO> {
     fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let before = buf.filled().len();
         let polled = Pin::new(&mut self.io).poll_read(cx, buf);
+        let Some(deadline) = self.first_bytes.as_mut() else { return polled };
+        // Checked on data too: a client dribbling its opening a byte at a time is still late.
+        let late = deadline.as_mut().poll(cx).is_ready();
         match &polled {
-            Poll::Ready(Ok(())) if buf.filled().len() > before => self.first_bytes = None,
-            Poll::Pending => {
-                if let Some(deadline) = self.first_bytes.as_mut()
-                    && deadline.as_mut().poll(cx).is_ready()
-                {
-                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "no request within the first-bytes deadline")));
+            Poll::Ready(Ok(())) => {
+                let read = buf.filled().len() - before;
+                self.opening = self.opening.saturating_sub(read);
+                if self.opening == 0 {
+                    self.first_bytes = None;
+                } else if late && read > 0 {
+                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "opening bytes not received within the first-bytes deadline")));
                 }
+            }
+            Poll::Pending if late => {
+                return Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "no request within the first-bytes deadline")));
             }
             _ => {}
         }
@@ -180,6 +200,42 @@ mod tests {
         // Later reads may wait as long as they like.
         let later = tokio::time::timeout(Duration::from_millis(150), guarded.read(&mut buf)).await;
         assert!(later.is_err(), "still waiting, not failed");
+    }
+
+    #[tokio::test]
+    async fn an_opening_sent_only_in_part_fails_when_late_even_while_bytes_trickle() {
+        let places = Places::new(ListenLimits { first_bytes: Duration::from_millis(100), ..Default::default() }).with_opening(HTTP2_PREFACE_BYTES);
+        let (mut client, server) = pair().await;
+        let mut guarded = places.admit(server).expect("a place");
+        let mut buf = [0u8; 64];
+        let trickle = tokio::spawn(async move {
+            for b in b"PRI * HTTP/2.0\r\n" {
+                if client.write_all(&[*b]).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            client
+        });
+        let failed = loop {
+            match guarded.read(&mut buf).await {
+                Ok(0) => panic!("closed by the client"),
+                Ok(_) => {}
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(failed.kind(), io::ErrorKind::TimedOut);
+        drop(trickle.await.unwrap());
+
+        let (mut client, server) = pair().await;
+        let mut guarded = places.admit(server).expect("a place");
+        client.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n").await.unwrap();
+        let mut got = 0;
+        while got < HTTP2_PREFACE_BYTES {
+            got += guarded.read(&mut buf[got..]).await.unwrap();
+        }
+        let later = tokio::time::timeout(Duration::from_millis(250), guarded.read(&mut buf)).await;
+        assert!(later.is_err(), "a whole preface lifts the deadline");
     }
 
     #[tokio::test]

@@ -123,7 +123,7 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     // ----- end security -----
     let stop = grpc_stop.clone();
     let grpc_tls = tls.clone();
-    let grpc_places = Places::new(cfg.listen);
+    let grpc_places = Places::new(cfg.listen).with_opening(crate::listen::HTTP2_PREFACE_BYTES);
     let grpc_task = tokio::spawn(async move {
         let served = match grpc_tls {
             None => {

@@ -59,6 +59,14 @@ async fn a_connection_that_sends_nothing_is_closed_on_both_listeners() {
 }
 
 #[tokio::test]
+async fn a_grpc_connection_that_sends_half_the_http2_preface_is_closed() {
+    let s = TestServer::start_with(config(Duration::from_millis(500), 64)).await;
+    let mut half = TcpStream::connect(s.server.grpc_addr).await.unwrap();
+    half.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+    closed_after(&mut half, Duration::from_secs(5)).await;
+}
+
+#[tokio::test]
 async fn a_kept_alive_connection_idle_past_the_header_timeout_is_closed() {
     let s = TestServer::start_with(config(Duration::from_millis(500), 64)).await;
     let mut conn = TcpStream::connect(s.server.http_addr).await.unwrap();

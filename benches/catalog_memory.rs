@@ -145,9 +145,7 @@ fn main() {
                 let run = Some(pb::RunContext { run_id: format!("p{pass}-v{v}"), ..Default::default() });
                 let mut req = tonic::Request::new(pb::GetModelToolsRequest { agent: agent.clone(), run: run.clone() });
                 req.metadata_mut().insert("authorization", auth.clone());
-                if let Err(e) = router.get_model_tools(req).await {
-                    return Err(e);
-                }
+                router.get_model_tools(req).await?;
                 let call = pb::ToolCall {
                     tool_call_id: "d1".into(),
                     tool_name: "discover_tools".into(),
@@ -160,7 +158,9 @@ fn main() {
         };
         for v in 1..=versions {
             for t in 0..tenants {
-                let mut registry = pb::agent_registry_client::AgentRegistryClient::new(channel.clone()).max_encoding_message_size(64 << 20);
+                let mut registry = pb::agent_registry_client::AgentRegistryClient::new(channel.clone())
+                    .max_encoding_message_size(64 << 20)
+                    .max_decoding_message_size(64 << 20);
                 let mut req = tonic::Request::new(pb::CreateAgentVersionRequest {
                     agent_id: "big".into(),
                     definition: Some(definition(tools, t * 31 + v as usize)),

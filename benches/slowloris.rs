@@ -190,7 +190,7 @@ async fn slow_client(kind: usize, http: SocketAddr, grpc: SocketAddr, stop: Arc<
 
 fn rand_bit() -> bool {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
-    NEXT.fetch_add(1, Ordering::Relaxed) % 2 == 0
+    NEXT.fetch_add(1, Ordering::Relaxed).is_multiple_of(2)
 }
 
 /// Keeps `n` slow clients open until `stop`; counts how many the server cut off.

@@ -50,6 +50,8 @@ const GRPC_MAX_STREAMS: u32 = 1024;
 
 /// How often the pending-deferred gauge is refreshed from the store (also after changes).
 const GAUGE_REFRESH: Duration = Duration::from_secs(15);
+/// After the last admitted request of a drain, how long connections may take to close.
+const DRAIN_TAIL: Duration = Duration::from_secs(2);
 
 pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     // ----- security (issue 6): authentication before anything listens -----
@@ -278,6 +280,11 @@ impl RunningServer {
     /// counted by admission — finish within the grace period; then the listeners close, each
     /// letting responses in progress finish. Deferred records are already in the store:
     /// nothing pending is lost.
+    /// Requests admitted and still running.
+    pub fn in_flight(&self) -> usize {
+        self.gate.in_flight()
+    }
+
     pub async fn shutdown(mut self) {
         let started = tokio::time::Instant::now();
         crate::api::set_health(&self.health, false).await;
@@ -293,9 +300,10 @@ impl RunningServer {
                 "grace period over; calls still in flight get an uncertain outcome"
             );
         }
-        // What is left of the grace period, at least a second, for connections to close:
-        // long-lived ones (health watches, MCP event streams) are cut after it.
-        let rest = || self.grace.saturating_sub(started.elapsed()).max(Duration::from_secs(1));
+        // Nothing admitted is running now: connections get a short tail (within what is left
+        // of the grace, at least a second) to write the last responses, then are cut. A client
+        // that never finished a request (a stalled gRPC stream) does not hold the exit.
+        let rest = || self.grace.saturating_sub(started.elapsed()).clamp(Duration::from_secs(1), DRAIN_TAIL);
         self.grpc_stop.cancel();
         self.http_stop.cancel();
         if let Some(mut grpc) = self.grpc_task.take()

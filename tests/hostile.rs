@@ -66,6 +66,49 @@ async fn a_grpc_connection_that_sends_half_the_http2_preface_is_closed() {
     closed_after(&mut half, Duration::from_secs(5)).await;
 }
 
+/// A server whose drain may last 60 s, with no call in flight.
+async fn draining_server() -> TestServer {
+    let mut cfg = config(Duration::from_secs(30), 64);
+    cfg.grace = Duration::from_secs(60);
+    TestServer::start_with(cfg).await
+}
+
+#[tokio::test]
+async fn a_stalled_grpc_request_does_not_hold_the_shutdown_for_the_grace_period() {
+    let s = draining_server().await;
+    let tcp = TcpStream::connect(s.server.grpc_addr).await.unwrap();
+    let (mut h2, connection) = h2::client::handshake(tcp).await.expect("HTTP/2");
+    tokio::spawn(connection);
+    let req = http::Request::post(format!("http://{}/toolrouter.v1.Router/HandleToolCall", s.server.grpc_addr))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(())
+        .unwrap();
+    // Headers sent, the message never: the request is never admitted.
+    let (_response, _stalled_body) = h2.send_request(req, false).expect("stream opened");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let TestServer { server, .. } = s;
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(30), server.shutdown()).await.expect("shutdown ends");
+    assert!(started.elapsed() < Duration::from_secs(10), "held for {:?} by a request that never arrived", started.elapsed());
+}
+
+#[tokio::test]
+async fn a_stalled_mcp_body_is_not_a_request_in_flight_and_does_not_hold_the_shutdown() {
+    let s = draining_server().await;
+    let mut stalled = TcpStream::connect(s.server.http_addr).await.unwrap();
+    stalled
+        .write_all(b"POST /mcp/agents/crm HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 4096\r\n\r\n{")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(s.server.in_flight(), 0, "a body still arriving is not admitted");
+    let TestServer { server, .. } = s;
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(30), server.shutdown()).await.expect("shutdown ends");
+    assert!(started.elapsed() < Duration::from_secs(10), "held for {:?} by a body that never arrived", started.elapsed());
+}
+
 #[tokio::test]
 async fn a_kept_alive_connection_idle_past_the_header_timeout_is_closed() {
     let s = TestServer::start_with(config(Duration::from_millis(500), 64)).await;

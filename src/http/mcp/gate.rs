@@ -54,6 +54,18 @@ impl Gate {
             let retry = [(http::header::RETRY_AFTER, secs.to_string())];
             return (status(ErrorCode::ResourceExhausted), retry, "request rate limit of this tenant reached").into_response();
         }
+        // A POST's body is read first: a client that never finishes sending it is cut off by
+        // the body timeout without holding up a drain as a request in flight.
+        let mut message = None;
+        if req.method() == http::Method::POST {
+            let (parts, body) = req.into_parts();
+            let (bytes, m) = match self.read_message(body).await {
+                Ok(m) => m,
+                Err(refusal) => return refusal,
+            };
+            req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+            message = Some(m);
+        }
         // Every request (session set-up, listings, calls, DELETE) is admitted like a gRPC
         // request: refused while draining, counted in flight while it runs.
         let request = match guard.admission.request(&principal) {
@@ -80,27 +92,19 @@ impl Gate {
             (None, _) => {}
         }
         let mut opening = None;
-        if req.method() == http::Method::POST {
-            let (parts, body) = req.into_parts();
-            let (bytes, message) = match self.read_message(body).await {
-                Ok(m) => m,
-                Err(refusal) => return refusal,
-            };
-            if session.is_none()
-                && let rmcp::model::ClientJsonRpcMessage::Request(r) = &message
-                && matches!(r.request, rmcp::model::ClientRequest::InitializeRequest(_))
-            {
-                let id = serde_json::to_value(&r.id).unwrap_or(Value::Null);
-                match self.open(&principal, &agent_id, version).await {
-                    Ok(session) => opening = Some(session),
-                    Err(e) => return jsonrpc_error(http::StatusCode::OK, id, e.code().jsonrpc(), &e.public_message()),
-                }
+        if session.is_none()
+            && let Some(rmcp::model::ClientJsonRpcMessage::Request(r)) = &message
+            && matches!(r.request, rmcp::model::ClientRequest::InitializeRequest(_))
+        {
+            let id = serde_json::to_value(&r.id).unwrap_or(Value::Null);
+            match self.open(&principal, &agent_id, version).await {
+                Ok(session) => opening = Some(session),
+                Err(e) => return jsonrpc_error(http::StatusCode::OK, id, e.code().jsonrpc(), &e.public_message()),
             }
-            req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
-            if let Some(id) = &opening {
-                // The handshake is served as a request of the new session (its run).
-                req.headers_mut().insert("mcp-session-id", http::HeaderValue::from_str(id).expect("hex"));
-            }
+        }
+        if let Some(id) = &opening {
+            // The handshake is served as a request of the new session (its run).
+            req.headers_mut().insert("mcp-session-id", http::HeaderValue::from_str(id).expect("hex"));
         }
         req.extensions_mut().insert(principal.clone());
         let response = next.run(req).await;

@@ -170,7 +170,10 @@ fn main() {
                 registry.create_agent_version(req).await.expect("version registered");
                 match use_version(t, v, 0).await {
                     Ok(()) => used += 1,
-                    Err(e) if e.code() == tonic::Code::ResourceExhausted => refused += 1,
+                    Err(e) if e.code() == tonic::Code::ResourceExhausted => {
+                        refused += 1;
+                        println!("  tenant{t} version {v} refused: {}", e.message());
+                    }
                     Err(e) => panic!("using version {v} of tenant{t}: {e:?}"),
                 }
                 let (rss, hwm) = memory(pid);
@@ -182,7 +185,10 @@ fn main() {
             for t in 0..tenants {
                 match use_version(t, v, 1).await {
                     Ok(()) => used += 1,
-                    Err(e) if e.code() == tonic::Code::ResourceExhausted => refused += 1,
+                    Err(e) if e.code() == tonic::Code::ResourceExhausted => {
+                        refused += 1;
+                        println!("  tenant{t} version {v} refused again: {}", e.message());
+                    }
                     Err(e) => panic!("using version {v} of tenant{t} again: {e:?}"),
                 }
                 samples.push(memory(pid).0);

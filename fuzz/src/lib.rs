@@ -105,6 +105,7 @@ pub fn search_definition() -> AgentDefinition {
             .collect(),
         control: ControlConfig::default(),
         instructions: "Test catalog.".into(),
+        deferred_ttl: None,
     }
 }
 

@@ -8,8 +8,9 @@
 //! evicts its own least recently used catalogs; a tenant within it evicts from the tenant
 //! most over its share (then the least recently used anywhere). So one tenant registering
 //! huge versions can neither evict the others' working sets nor keep them from the cache. A
-//! catalog larger than its tenant's share is served but not kept; one larger than the whole
-//! cache is refused.
+//! catalog larger than its tenant's share is served but not kept, if the bytes it needs can
+//! be had from its tenant's own catalogs, free room or tenants over their shares; otherwise
+//! it is refused for now (RESOURCE_EXHAUSTED), as is one larger than the whole cache.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -22,6 +23,13 @@ use crate::catalog::Catalog;
 
 /// Compiles in progress at once (each holds its reservation).
 pub const COMPILES: usize = 2;
+
+/// What `bytes` of catalog cost the process: the allocator's size classes, and pages that
+/// evicted catalogs leave partly used, add about a third (the real binary's RSS measured by
+/// `benches/catalog_memory.rs` with many catalogs compiled and evicted).
+pub fn cost(bytes: usize) -> usize {
+    bytes.saturating_add(bytes / 3)
+}
 
 /// How often a lookup checks the cache against its bytes (catalogs grow after they are
 /// cached, as validators and indexes are built on first use).
@@ -52,7 +60,7 @@ impl Slot {
     /// The bytes this slot is charged.
     fn charged(&self) -> usize {
         match self.cell.get() {
-            Some(c) => c.heap_bytes(),
+            Some(c) => cost(c.heap_bytes()),
             None => self.reserved.load(Ordering::Relaxed),
         }
     }
@@ -136,7 +144,11 @@ impl CatalogCache {
             return Err(too_large(estimate, self.capacity));
         }
         slot.reserved.store(estimate.max(1), Ordering::Relaxed);
-        self.make_room(Some(key));
+        if !self.make_room(Some(key)) {
+            slot.reserved.store(0, Ordering::Relaxed);
+            self.forget(key);
+            return Err(no_room(estimate, self.capacity));
+        }
         let compiled = {
             let _place = self.compiles.acquire().await.map_err(|_| crate::error::Error::Unavailable("shutting down".into()))?;
             compile().await
@@ -148,7 +160,7 @@ impl CatalogCache {
                 return Err(e);
             }
         };
-        let bytes = catalog.heap_bytes();
+        let bytes = cost(catalog.heap_bytes());
         slot.reserved.store(0, Ordering::Relaxed);
         if bytes > self.capacity {
             self.forget(key);
@@ -185,8 +197,10 @@ impl CatalogCache {
 
     /// Evicts until the charged bytes fit, by the fair share. `arriving`, if given, is the
     /// catalog just reserved or compiled: it is evicted only when it alone puts its tenant
-    /// over its share (then it is served once, not kept).
-    fn make_room(&self, arriving: Option<&CatalogKey>) {
+    /// over its share (then it is served once, not kept). False when a reservation cannot
+    /// fit: the others are within their shares, and its compile must not push the replica
+    /// over its bytes (other compiles in progress hold their own reservations).
+    fn make_room(&self, arriving: Option<&CatalogKey>) -> bool {
         let mut entries = self.lock();
         let mut total: usize = entries.values().map(|s| s.charged()).sum();
         while total > self.capacity {
@@ -204,22 +218,35 @@ impl CatalogCache {
                     .map(|(k, _)| k.clone())
             };
             let arriving_tenant = arriving.map(|k| k.tenant.as_str());
+            let most_over = |except: Option<&str>| {
+                per_tenant.iter().filter(|(t, used)| **used > share && Some(**t) != except).max_by_key(|(_, used)| **used).map(|(t, _)| t.to_string())
+            };
             let victim = match arriving_tenant {
-                // The arriving tenant is over its share: it makes room from its own.
-                Some(t) if per_tenant.get(t).copied().unwrap_or(0) > share => {
-                    lru_of(Some(t)).or_else(|| arriving.filter(|k| entries.get(*k).is_some_and(|s| !s.compiling())).cloned())
-                }
-                _ => {
-                    let most_over = per_tenant.iter().filter(|(_, used)| **used > share).max_by_key(|(_, used)| **used).map(|(t, _)| t.to_string());
-                    most_over.as_deref().and_then(|t| lru_of(Some(t))).or_else(|| lru_of(None))
-                }
+                // The arriving tenant is over its share: it makes room from its own, then
+                // (its new catalog compiled) by not keeping that one; while it is still
+                // compiling, from another tenant over its share.
+                Some(t) if per_tenant.get(t).copied().unwrap_or(0) > share => lru_of(Some(t))
+                    .or_else(|| arriving.filter(|k| entries.get(*k).is_some_and(|s| !s.compiling())).cloned())
+                    .or_else(|| most_over(Some(t)).as_deref().and_then(|o| lru_of(Some(o)))),
+                _ => most_over(None).as_deref().and_then(|t| lru_of(Some(t))).or_else(|| lru_of(None)),
             };
             let Some(victim) = victim else { break };
             if let Some(slot) = entries.remove(&victim) {
                 total = total.saturating_sub(slot.charged());
             }
         }
+        let reserving = arriving.and_then(|k| entries.get(k)).is_some_and(|s| s.compiling());
+        let other_compiles: usize = entries.iter().filter(|(k, s)| s.compiling() && Some(*k) != arriving).map(|(_, s)| s.charged()).sum();
+        !reserving || total.saturating_sub(other_compiles) <= self.capacity
     }
+}
+
+fn no_room(bytes: usize, capacity: usize) -> crate::error::Error {
+    crate::error::Error::ResourceExhausted(format!(
+        "this version's compiled catalog needs about {} MiB, more than this tenant's share of this replica's catalog cache ({} MiB in all, --catalog-cache-bytes, shared with other tenants) can give now: try again later, split its tools over several agents or ask the operator for a larger cache",
+        bytes >> 20,
+        capacity >> 20
+    ))
 }
 
 fn too_large(bytes: usize, capacity: usize) -> crate::error::Error {
@@ -264,7 +291,7 @@ mod tests {
 
     #[tokio::test]
     async fn the_cache_stays_within_its_bytes_and_a_greedy_tenant_evicts_only_its_own() {
-        let one = catalog(20).heap_bytes();
+        let one = cost(catalog(20).heap_bytes());
         let cache = CatalogCache::new(one * 6);
         for v in 1..=2 {
             cache_one(&cache, &key("quiet", v), 20).await.unwrap();
@@ -279,7 +306,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_tenant_over_its_share_makes_room_from_its_own_and_a_catalog_over_the_cache_is_refused() {
-        let one = catalog(20).heap_bytes();
+        let one = cost(catalog(20).heap_bytes());
         let cache = CatalogCache::new(one * 4);
         cache_one(&cache, &key("a", 1), 20).await.unwrap();
         cache_one(&cache, &key("b", 1), 20).await.unwrap();
@@ -293,5 +320,35 @@ mod tests {
         let refused = cache_one(&cache, &key("b", 3), 200).await.expect_err("over the whole cache");
         assert!(matches!(refused, crate::error::Error::ResourceExhausted(_)), "{refused:?}");
         assert!(cache.usage().0 <= one * 4);
+    }
+
+    async fn cache_reserving(cache: &CatalogCache, key: &CatalogKey, tools: usize, estimate: usize) -> crate::error::Result<Arc<Catalog>> {
+        let slot = cache.slot(key);
+        let c = cache.compile(key, &slot, estimate, async || Ok(catalog(tools))).await?;
+        let _ = slot.cell.set(c.clone());
+        cache.settle(key);
+        Ok(c)
+    }
+
+    #[tokio::test]
+    async fn a_compile_makes_room_from_tenants_over_their_share_and_is_refused_when_every_other_is_within() {
+        let one = cost(catalog(20).heap_bytes());
+        let cache = CatalogCache::new(one * 4);
+        cache_reserving(&cache, &key("a", 1), 60, one * 3).await.expect("alone, a may use the whole cache");
+        // b's compile is over its half and it has nothing to evict: a, over its half too, gives way.
+        cache_reserving(&cache, &key("b", 1), 60, one * 3).await.expect("room made from a");
+        assert!(!kept(&cache, &key("a", 1)) && kept(&cache, &key("b", 1)));
+        assert!(cache.usage().0 <= one * 4, "{:?}", cache.usage());
+
+        let cache = CatalogCache::new(one * 4);
+        cache_reserving(&cache, &key("a", 1), 20, one).await.unwrap();
+        cache_reserving(&cache, &key("b", 1), 20, one).await.unwrap();
+        cache_reserving(&cache, &key("b", 2), 20, one).await.unwrap();
+        // c needs three quarters; b is over its third and gives one back, a is within: no room.
+        let refused = cache_reserving(&cache, &key("c", 1), 60, one * 3).await.expect_err("no room within the bytes");
+        assert!(matches!(&refused, crate::error::Error::ResourceExhausted(m) if m.contains("share")), "{refused:?}");
+        assert!(kept(&cache, &key("a", 1)) && kept(&cache, &key("b", 2)), "tenants within their shares keep their catalogs");
+        assert!(cache.get(&key("c", 1)).is_none(), "the refused reservation is released");
+        assert!(cache.usage().0 <= one * 4, "{:?}", cache.usage());
     }
 }

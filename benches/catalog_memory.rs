@@ -143,7 +143,7 @@ fn main() {
                 let mut router = pb::router_client::RouterClient::new(channel);
                 let agent = Some(pb::AgentRef { agent_id: "big".into(), version: v });
                 let run = Some(pb::RunContext { run_id: format!("p{pass}-v{v}"), ..Default::default() });
-                let mut req = tonic::Request::new(pb::GetModelToolsRequest { agent: agent.clone(), run: run.clone() });
+                let mut req = tonic::Request::new(pb::GetModelToolsRequest { agent: agent.clone(), run: run.clone(), ..Default::default() });
                 req.metadata_mut().insert("authorization", auth.clone());
                 router.get_model_tools(req).await?;
                 let call = pb::ToolCall {
@@ -151,7 +151,7 @@ fn main() {
                     tool_name: "discover_tools".into(),
                     arguments_json: r#"{"query":"refund invoice for a customer"}"#.into(),
                 };
-                let mut req = tonic::Request::new(pb::HandleToolCallRequest { agent, run, call: Some(call) });
+                let mut req = tonic::Request::new(pb::HandleToolCallRequest { agent, run, call: Some(call), ..Default::default() });
                 req.metadata_mut().insert("authorization", auth);
                 router.handle_tool_call(req).await.map(|_| ())
             }

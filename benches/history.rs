@@ -77,6 +77,7 @@ async fn measure(channel: &tonic::transport::Channel, phase: &str, calls: usize)
                             tool_name: "call_tool".into(),
                             arguments_json: r#"{"group":"ops","tool":"ping","arguments":{}}"#.into(),
                         }),
+                        ..Default::default()
                     };
                     let r = client.handle_tool_call(req).await.expect("call").into_inner();
                     assert!(matches!(r.outcome, Some(pb::handle_tool_call_response::Outcome::Result(ref r)) if !r.is_error), "{r:?}");

@@ -214,6 +214,7 @@ async fn one_call(ch: &Channel, mode: Mode, run: &str, id: &str, call_args: &str
                     agent: Some(pb::AgentRef { agent_id: AGENT.into(), version: 0 }),
                     run: Some(pb::RunContext { run_id: run.into(), ..Default::default() }),
                     call: Some(pb::ToolCall { tool_call_id: id.into(), tool_name: "call_tool".into(), arguments_json: call_args.into() }),
+                    ..Default::default()
                 })
                 .await
                 .expect("proxied call")

@@ -83,6 +83,7 @@ async fn grpc_calls(channel: &tonic::transport::Channel, phase: &str, until: Ins
                             tool_name: "call_tool".into(),
                             arguments_json: r#"{"group":"ops","tool":"ping","arguments":{}}"#.into(),
                         }),
+                        ..Default::default()
                     };
                     let started = Instant::now();
                     let r = client.handle_tool_call(req).await.expect("call").into_inner();

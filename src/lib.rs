@@ -30,6 +30,7 @@ pub mod upstream;
 pub mod cache;
 pub mod catalog;
 pub mod control;
+pub mod provider;
 pub mod registry;
 pub mod search;
 

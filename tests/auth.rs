@@ -30,7 +30,7 @@ async fn every_service_refuses_calls_without_credentials_as_unauthenticated() {
         s.registry().list_agents(list_agents()).await.unwrap_err(),
         s.registry().get_agent_version(pb::GetAgentVersionRequest { agent_id: "crm".into(), version: 0 }).await.unwrap_err(),
         s.discovery().discover_tools(pb::DiscoverToolsRequest { agent: agent.clone(), query: "x".into(), ..Default::default() }).await.unwrap_err(),
-        s.router().get_model_tools(pb::GetModelToolsRequest { agent: agent.clone(), run: None }).await.unwrap_err(),
+        s.router().get_model_tools(pb::GetModelToolsRequest { agent: agent.clone(), run: None, ..Default::default() }).await.unwrap_err(),
         s.router().list_deferred(pb::ListDeferredRequest { agent_id: "crm".into(), ..Default::default() }).await.unwrap_err(),
     ];
     for st in statuses {

@@ -11,7 +11,7 @@ async fn crm_scenario_discovers_describes_and_calls_customer_name_returning_ada(
 
     let tools = s
         .router()
-        .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("crm-agent")), run: Some(run_ctx("r1")) })
+        .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("crm-agent")), run: Some(run_ctx("r1")), ..Default::default() })
         .await
         .unwrap()
         .into_inner();

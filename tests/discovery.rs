@@ -423,7 +423,7 @@ async fn typed_discovery_rpcs_return_the_same_json_as_the_control_tools() {
 }
 
 async fn model_tools(s: &TestServer) -> pb::GetModelToolsResponse {
-    s.router().get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("a")), run: None }).await.unwrap().into_inner()
+    s.router().get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("a")), run: None, ..Default::default() }).await.unwrap().into_inner()
 }
 
 #[tokio::test]

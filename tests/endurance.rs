@@ -56,7 +56,14 @@ fn start_call(s: &TestServer) -> tokio::task::JoinHandle<Result<tonic::Response<
     let mut client = s.router();
     tokio::spawn(async move {
         let call = pb::ToolCall { tool_call_id: "c1".into(), tool_name: "call_tool".into(), arguments_json: call_crm(42).to_string() };
-        client.handle_tool_call(pb::HandleToolCallRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx("r1")), call: Some(call) }).await
+        client
+            .handle_tool_call(pb::HandleToolCallRequest {
+                agent: Some(agent_ref("crm")),
+                run: Some(run_ctx("r1")),
+                call: Some(call),
+                ..Default::default()
+            })
+            .await
     })
 }
 
@@ -145,7 +152,12 @@ async fn a_tool_call_id_reused_for_another_call_is_refused_and_a_true_retry_is_a
     let call = pb::ToolCall { tool_call_id: "c1".into(), tool_name: "call_tool".into(), arguments_json: call_crm(7).to_string() };
     let err = s
         .router()
-        .handle_tool_call(pb::HandleToolCallRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx("r1")), call: Some(call) })
+        .handle_tool_call(pb::HandleToolCallRequest {
+            agent: Some(agent_ref("crm")),
+            run: Some(run_ctx("r1")),
+            call: Some(call),
+            ..Default::default()
+        })
         .await
         .expect_err("refused");
     assert_eq!(err.code(), tonic::Code::FailedPrecondition, "{err:?}");
@@ -158,7 +170,7 @@ async fn a_tool_call_id_reused_for_another_call_is_refused_and_a_true_retry_is_a
     ];
     let err = s
         .router()
-        .handle_tool_calls(pb::HandleToolCallsRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx("r1")), calls })
+        .handle_tool_calls(pb::HandleToolCallsRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx("r1")), calls, ..Default::default() })
         .await
         .expect_err("refused");
     assert_eq!(err.code(), tonic::Code::FailedPrecondition);
@@ -188,6 +200,7 @@ async fn a_pending_record_past_its_definitions_expiry_is_listed_expired_and_cann
         .resolve_deferred(pb::ResolveDeferredRequest {
             deferred_id: d.deferred_id.clone(),
             resolution: Some(Resolution::Approve(pb::Approve::default())),
+            ..Default::default()
         })
         .await
         .expect_err("expired");
@@ -271,7 +284,7 @@ async fn a_version_whose_catalog_is_larger_than_the_whole_cache_is_refused_and_s
     s.create("crm", crm_definition("http://127.0.0.1:1")).await;
     let err = s
         .router()
-        .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("big")), run: Some(run_ctx("r1")) })
+        .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("big")), run: Some(run_ctx("r1")), ..Default::default() })
         .await
         .expect_err("too large for the cache");
     assert_eq!(err.code(), tonic::Code::ResourceExhausted, "{err:?}");

@@ -73,6 +73,7 @@ async fn list_deferred(s: &TestServer, agent: &str, run: &str, state: pb::Deferr
             state: state as i32,
             page_size,
             page_token: token.into(),
+            ..Default::default()
         })
         .await
         .expect("list deferred")
@@ -771,7 +772,7 @@ async fn handle_tool_calls_runs_concurrently_in_request_order() {
     // The executor holds every call until all five are in it at once.
     let mut router = s.router();
     let (resp, ()) = tokio::join!(
-        router.handle_tool_calls(pb::HandleToolCallsRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx("r1")), calls }),
+        router.handle_tool_calls(pb::HandleToolCallsRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx("r1")), calls, ..Default::default() }),
         async {
             exec.wait_inflight(5).await;
             gate.open();
@@ -790,6 +791,7 @@ async fn handle_tool_calls_runs_concurrently_in_request_order() {
             agent: Some(agent_ref("crm")),
             run: Some(run_ctx("r1")),
             calls: vec![pb::ToolCall { tool_call_id: "x".repeat(300), tool_name: "ping".into(), arguments_json: "{}".into() }],
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -977,7 +979,11 @@ async fn function_source_without_declared_tools_lists_them_from_the_executor() {
 #[tokio::test]
 async fn unknown_agent_is_not_found() {
     let s = TestServer::start().await;
-    let err = s.router().get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("nobody")), run: Some(run_ctx("r1")) }).await.unwrap_err();
+    let err = s
+        .router()
+        .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("nobody")), run: Some(run_ctx("r1")), ..Default::default() })
+        .await
+        .unwrap_err();
     assert_eq!(err.code(), tonic::Code::NotFound);
     let err = s.handle_raw("nobody", run_ctx("r1"), "c1", "call_tool", "{}").await.unwrap_err();
     assert_eq!(err.code(), tonic::Code::NotFound);
@@ -991,7 +997,7 @@ async fn malformed_tool_call_requests_are_invalid_argument() {
 
     let err = s
         .router()
-        .handle_tool_call(pb::HandleToolCallRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx("r1")), call: None })
+        .handle_tool_call(pb::HandleToolCallRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx("r1")), call: None, ..Default::default() })
         .await
         .unwrap_err();
     assert_eq!(err.code(), tonic::Code::InvalidArgument);
@@ -1005,6 +1011,7 @@ async fn malformed_tool_call_requests_are_invalid_argument() {
             agent: None,
             run: None,
             call: Some(pb::ToolCall { tool_name: "x".into(), ..Default::default() }),
+            ..Default::default()
         })
         .await
         .unwrap_err();
@@ -1021,6 +1028,7 @@ async fn host_retry_after_giving_up_gets_the_first_outcome() {
         agent: Some(agent_ref("crm")),
         run: Some(run_ctx("r1")),
         call: Some(pb::ToolCall { tool_call_id: "c1".into(), tool_name: "call_tool".into(), arguments_json: call_crm(42).to_string() }),
+        ..Default::default()
     };
 
     // The host's own deadline passes while the executor is still working.
@@ -1045,7 +1053,7 @@ async fn host_retry_of_an_approval_after_giving_up_gets_the_first_result() {
     let s = TestServer::start().await;
     s.create("crm", approval_def(&exec.endpoint())).await;
     let d = deferred_of(&s.call("crm", "r1", "c1", "call_tool", call_crm(42)).await);
-    let request = || pb::ResolveDeferredRequest { deferred_id: d.deferred_id.clone(), resolution: Some(approve(None)) };
+    let request = || pb::ResolveDeferredRequest { deferred_id: d.deferred_id.clone(), resolution: Some(approve(None)), ..Default::default() };
 
     let mut first = tonic::Request::new(request());
     first.set_timeout(Duration::from_millis(100));
@@ -1129,7 +1137,7 @@ async fn an_approved_call_is_listed_as_executing_until_its_result_is_in() {
         let id = d.deferred_id.clone();
         async move {
             let mut router = router;
-            router.resolve_deferred(pb::ResolveDeferredRequest { deferred_id: id, resolution: Some(approve(None)) }).await
+            router.resolve_deferred(pb::ResolveDeferredRequest { deferred_id: id, resolution: Some(approve(None)), ..Default::default() }).await
         }
     });
     let deadline = Instant::now() + Duration::from_secs(5);

@@ -157,7 +157,7 @@ async fn a_definition_stored_before_the_operator_narrowed_a_secret_does_not_get_
         assert!(is_error, "{result}");
         let tools = s
             .router_as(KEY_ACME)
-            .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx(&run)) })
+            .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx(&run)), ..Default::default() })
             .await
             .unwrap()
             .into_inner();

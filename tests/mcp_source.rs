@@ -465,6 +465,7 @@ async fn the_trace_context_reaches_the_mcp_server() {
             tool_name: "call_tool".into(),
             arguments_json: call_crm("lookup", json!({})).to_string(),
         }),
+        ..Default::default()
     });
     req.metadata_mut().insert("traceparent", format!("00-{trace}-00f067aa0ba902b7-01").parse().unwrap());
     s.router().handle_tool_call(req).await.expect("handled");

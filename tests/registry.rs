@@ -128,7 +128,7 @@ async fn delete_agent_removes_it() {
     s.registry().delete_agent(pb::DeleteAgentRequest { agent_id: "a".into() }).await.unwrap();
     let e = s.registry().get_agent_version(pb::GetAgentVersionRequest { agent_id: "a".into(), version: 0 }).await.unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
-    let e = s.router().get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("a")), run: None }).await.unwrap_err();
+    let e = s.router().get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("a")), run: None, ..Default::default() }).await.unwrap_err();
     assert_eq!(e.code(), Code::NotFound);
 }
 

@@ -119,7 +119,7 @@ impl Replica {
 
     async fn model_tools(&self, agent: &str, run: &str) -> pb::GetModelToolsResponse {
         self.router()
-            .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref(agent)), run: Some(run_ctx(run)) })
+            .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref(agent)), run: Some(run_ctx(run)), ..Default::default() })
             .await
             .unwrap_or_else(|e| panic!("{}: get model tools: {e}", self.name))
             .into_inner()
@@ -131,6 +131,7 @@ impl Replica {
                 agent: Some(agent_ref(agent)),
                 run: Some(run_ctx(run)),
                 call: Some(pb::ToolCall { tool_call_id: id.into(), tool_name: tool.into(), arguments_json: args.to_string() }),
+                ..Default::default()
             })
             .await
             .unwrap_or_else(|e| panic!("{}: handle tool call: {e}", self.name))
@@ -157,6 +158,7 @@ impl Replica {
             .resolve_deferred(pb::ResolveDeferredRequest {
                 deferred_id: id.into(),
                 resolution: Some(Resolution::Approve(pb::Approve { arguments_json: None })),
+                ..Default::default()
             })
             .await
             .unwrap_or_else(|e| panic!("{}: approve: {e}", self.name))

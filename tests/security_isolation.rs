@@ -77,14 +77,24 @@ async fn every_rpc(s: &TestServer, agent: &str, deferred_id: &str) -> Vec<(&'sta
     );
     push("ListToolGroups", disc.list_tool_groups(pb::ListToolGroupsRequest { agent: a(), run: run(), ..Default::default() }).await.map(drop));
     push("ListTools", disc.list_tools(pb::ListCatalogToolsRequest { agent: a(), run: run(), ..Default::default() }).await.map(drop));
-    push("GetModelTools", rt.get_model_tools(pb::GetModelToolsRequest { agent: a(), run: run() }).await.map(drop));
-    push("HandleToolCall", rt.handle_tool_call(pb::HandleToolCallRequest { agent: a(), run: run(), call: call() }).await.map(drop));
+    push("GetModelTools", rt.get_model_tools(pb::GetModelToolsRequest { agent: a(), run: run(), ..Default::default() }).await.map(drop));
+    push(
+        "HandleToolCall",
+        rt.handle_tool_call(pb::HandleToolCallRequest { agent: a(), run: run(), call: call(), ..Default::default() }).await.map(drop),
+    );
     push(
         "HandleToolCalls",
-        rt.handle_tool_calls(pb::HandleToolCallsRequest { agent: a(), run: run(), calls: vec![call().unwrap()] }).await.map(drop),
+        rt.handle_tool_calls(pb::HandleToolCallsRequest { agent: a(), run: run(), calls: vec![call().unwrap()], ..Default::default() })
+            .await
+            .map(drop),
     );
     let approve = Some(pb::resolve_deferred_request::Resolution::Approve(pb::Approve::default()));
-    push("ResolveDeferred", rt.resolve_deferred(pb::ResolveDeferredRequest { deferred_id: deferred_id.into(), resolution: approve }).await.map(drop));
+    push(
+        "ResolveDeferred",
+        rt.resolve_deferred(pb::ResolveDeferredRequest { deferred_id: deferred_id.into(), resolution: approve, ..Default::default() })
+            .await
+            .map(drop),
+    );
     push("ListDeferred", rt.list_deferred(pb::ListDeferredRequest { agent_id: agent.into(), ..Default::default() }).await.map(drop));
     push("EndRun", rt.end_run(pb::EndRunRequest { agent_id: agent.into(), run_id: "run-1".into() }).await.map(drop));
     out
@@ -154,7 +164,11 @@ async fn the_same_agent_id_in_two_tenants_is_two_agents_with_their_own_versions_
     let mine = s.router_as(KEY_B).list_deferred(pb::ListDeferredRequest { agent_id: "crm".into(), ..Default::default() }).await.unwrap().into_inner();
     assert!(mine.records.is_empty());
     let deny = Some(pb::resolve_deferred_request::Resolution::Deny(pb::Deny { message: "no".into() }));
-    let st = s.router_as(KEY_B).resolve_deferred(pb::ResolveDeferredRequest { deferred_id: deferred.clone(), resolution: deny }).await.unwrap_err();
+    let st = s
+        .router_as(KEY_B)
+        .resolve_deferred(pb::ResolveDeferredRequest { deferred_id: deferred.clone(), resolution: deny, ..Default::default() })
+        .await
+        .unwrap_err();
     assert_eq!(st.code(), Code::NotFound);
 
     // Ending globex's run-1 leaves acme's pinned.
@@ -201,7 +215,11 @@ async fn usage_counts_and_hot_tools_are_per_tenant() {
     let model_tools = |key: &'static str| {
         let s = &s;
         async move {
-            s.router_as(key).get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("crm")), run: Some(ada()) }).await.unwrap().into_inner()
+            s.router_as(key)
+                .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("crm")), run: Some(ada()), ..Default::default() })
+                .await
+                .unwrap()
+                .into_inner()
         }
     };
     assert_eq!(hot(&model_tools(KEY_A).await), ["crm__customer_name"]);

@@ -30,6 +30,7 @@ async fn a_request_message_over_the_size_limit_is_refused_before_it_is_read() {
         exactly(target, |n| pb::GetModelToolsRequest {
             agent: Some(agent_ref("nobody")),
             run: Some(pb::RunContext { attributes: [("pad".to_string(), "x".repeat(n))].into(), ..Default::default() }),
+            ..Default::default()
         })
     };
     let at = s.router().get_model_tools(request(4096)).await.unwrap_err();
@@ -168,6 +169,7 @@ async fn tool_call_arguments_over_the_limit_are_invalid_in_every_rpc_that_takes_
             pb::ToolCall { tool_call_id: "m1".into(), tool_name: "customer_name".into(), arguments_json: "{\"customer_id\":1}".into() },
             pb::ToolCall { tool_call_id: "m2".into(), tool_name: "customer_name".into(), arguments_json: second },
         ],
+        ..Default::default()
     };
     s.router().handle_tool_calls(many(arguments_of(512))).await.expect("512 bytes are accepted");
     let st = s.router().handle_tool_calls(many(arguments_of(513))).await.unwrap_err();
@@ -213,7 +215,7 @@ async fn a_tenant_at_its_live_run_limit_cannot_start_another_run_until_one_ends(
     s.create_as("runs-key-b", "crm", crm_definition("http://127.0.0.1:1")).await;
     let tools = |key: &'static str, run: &str| {
         let mut r = s.router_as(key);
-        let req = pb::GetModelToolsRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx(run)) };
+        let req = pb::GetModelToolsRequest { agent: Some(agent_ref("crm")), run: Some(run_ctx(run)), ..Default::default() };
         async move { r.get_model_tools(req).await }
     };
     tools("runs-key-a", "r1").await.expect("run 1");

@@ -82,7 +82,10 @@ async fn planted_keys_appear_in_no_response_error_log_or_span() {
     answers.push(format!("{deferred:?}"));
     let approve = pb::resolve_deferred_request::Resolution::Approve(pb::Approve::default());
     let id = deferred_of(&deferred).deferred_id;
-    answers.push(format!("{:?}", s.router_as(KEY).resolve_deferred(pb::ResolveDeferredRequest { deferred_id: id, resolution: Some(approve) }).await));
+    answers.push(format!(
+        "{:?}",
+        s.router_as(KEY).resolve_deferred(pb::ResolveDeferredRequest { deferred_id: id, resolution: Some(approve), ..Default::default() }).await
+    ));
     answers.push(format!("{:?}", s.router_as(KEY).list_deferred(pb::ListDeferredRequest { agent_id: "crm".into(), ..Default::default() }).await));
 
     // Failure paths: a wrong key, the right key under another scheme, a token in place of the

@@ -210,6 +210,7 @@ fn handle_request(run: &str, id: &str, tool: &str, arguments: serde_json::Value)
         agent: Some(agent_ref("ops")),
         run: Some(run_ctx(run)),
         call: Some(pb::ToolCall { tool_call_id: id.into(), tool_name: "call_tool".into(), arguments_json: call_ops(tool, arguments) }),
+        ..Default::default()
     }
 }
 
@@ -327,6 +328,7 @@ async fn discovery_produces_a_search_span_with_result_counts() {
                 tool_name: "discover_tools".into(),
                 arguments_json: json!({"query": "zzzqqq"}).to_string(),
             }),
+            ..Default::default()
         },
         &trace,
         &parent,

@@ -99,6 +99,7 @@ async fn a_passed_deadline_is_deadline_exceeded_every_time() {
                 tool_name: "call_tool".into(),
                 arguments_json: json!({"group": "crm", "tool": "customer_name", "arguments": {"customer_id": 42}}).to_string(),
             }),
+            ..Default::default()
         };
         let message = prost::Message::encode_to_vec(&call);
         let addr = s.server.grpc_addr;

@@ -7,6 +7,7 @@ use prost::Message;
 use tonic::{Request, Response, Status};
 
 use super::convert::{self, pb_entry, pb_version};
+use super::formats;
 use super::status::{invalid, to_status};
 use crate::admission::{Addressed, Admission, CallContext, Principal, RequestContext};
 use crate::auth::limits::Limits;
@@ -14,9 +15,10 @@ use crate::call::{self, ModelFault, Reply};
 use crate::control::ModelToolKind;
 use crate::control::discovery::{self, Detail, DetailRequest, DiscoverRequest, DiscoveryError, ListToolsRequest};
 use crate::error::Error;
-use crate::invoke::{DeferredKind, DeferredState, ListDeferred, Outcome, Resolution, Router};
+use crate::invoke::{DeferredKind, DeferredState, ListDeferred, Outcome, Resolution, Router, Settled, ToolsView};
 use crate::pb;
 use crate::pb::convert::timestamp;
+use crate::provider::Format;
 use crate::registry::Registry;
 
 /// The caller, as the authentication layer found it (the anonymous principal of tenant
@@ -277,7 +279,7 @@ fn refuse_reused(o: &Outcome, path: &str) -> Result<(), Status> {
 /// The model's tool result: an answer as it is, a fault rendered for the model.
 fn pb_result(r: &Reply) -> pb::ToolResult {
     let r = r.render();
-    pb::ToolResult { content_json: r.content_json, is_error: r.is_error }
+    pb::ToolResult { content_json: r.content_json, is_error: r.is_error, ..Default::default() }
 }
 
 fn pb_call(c: &call::ToolCall) -> pb::ToolCall {
@@ -320,15 +322,22 @@ fn pb_deferred(d: &crate::invoke::DeferredCall) -> pb::DeferredCall {
     }
 }
 
-fn pb_outcome(o: Outcome) -> pb::HandleToolCallResponse {
+/// An outcome; with a format, its result also in the provider's shape (returned apart, for
+/// `provider_results_json`).
+fn pb_outcome(o: Outcome, format: Option<Format>, call: &call::ToolCall) -> (pb::HandleToolCallResponse, Option<serde_json::Value>) {
     use pb::handle_tool_call_response::Outcome as O;
-    pb::HandleToolCallResponse {
-        outcome: Some(match o {
-            Outcome::Result(r) => O::Result(pb::ToolResult { content_json: r.content_json, is_error: r.is_error }),
-            Outcome::Fault(f) => O::Result(pb_result(&Reply::Fault(f))),
-            Outcome::Deferred(d) => O::Deferred(pb_deferred(&d)),
-        }),
-    }
+    let part = format.and_then(|f| formats::provider_part(f, call, &o));
+    let provider_json = part.as_ref().map(|p| p.to_string()).unwrap_or_default();
+    let outcome = match o {
+        Outcome::Result(r) => O::Result(pb::ToolResult { content_json: r.content_json, is_error: r.is_error, provider_json, follow_up: None }),
+        Outcome::Fault(f) => O::Result(pb::ToolResult { provider_json, ..pb_result(&Reply::Fault(f)) }),
+        Outcome::Found(f) => {
+            let r = f.result();
+            O::Result(pb::ToolResult { content_json: r.content_json, is_error: r.is_error, provider_json, follow_up: None })
+        }
+        Outcome::Deferred(d) => O::Deferred(pb_deferred(&d)),
+    };
+    (pb::HandleToolCallResponse { outcome: Some(outcome) }, part)
 }
 
 fn pb_kind(k: ModelToolKind) -> i32 {
@@ -343,9 +352,10 @@ fn pb_kind(k: ModelToolKind) -> i32 {
 #[tonic::async_trait]
 impl pb::router_server::Router for RouterService {
     async fn get_model_tools(&self, req: Request<pb::GetModelToolsRequest>) -> Result<Response<pb::GetModelToolsResponse>, Status> {
+        let view = ToolsView { format: formats::format(req.get_ref().format, "format")?, defer_loading: req.get_ref().defer_loading };
         let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
         let cx = admit_call(&self.admission, &req, agent, run).await?;
-        let m = self.router.model_tools(&cx).await.map_err(to_status)?;
+        let m = self.router.model_tools_as(&cx, view).await.map_err(to_status)?;
         Ok(Response::new(pb::GetModelToolsResponse {
             tools: m
                 .tools
@@ -363,40 +373,59 @@ impl pb::router_server::Router for RouterService {
             instructions: m.instructions,
             version: m.version,
             diagnostics: m.diagnostics,
+            tools_json: m.tools_json,
         }))
     }
 
     async fn handle_tool_call(&self, req: Request<pb::HandleToolCallRequest>) -> Result<Response<pb::HandleToolCallResponse>, Status> {
+        let format = formats::format(req.get_ref().format, "format")?;
         let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
         let call = tool_call(req.get_ref().call.clone(), "call", self.limits.max_arguments_bytes)?;
         let cx = admit_call(&self.admission, &req, agent, run).await?;
-        let o = self.router.handle(&cx, &call).await.map_err(to_status)?;
+        let o = self.router.handle_as(&cx, &call, format).await.map_err(to_status)?;
         refuse_reused(&o, "call")?;
-        Ok(Response::new(pb_outcome(o)))
+        Ok(Response::new(pb_outcome(o, format, &call).0))
     }
 
     async fn handle_tool_calls(&self, req: Request<pb::HandleToolCallsRequest>) -> Result<Response<pb::HandleToolCallsResponse>, Status> {
         let max = self.limits.max_arguments_bytes;
-        let calls = req
+        let format = formats::format(req.get_ref().format, "format")?;
+        let mut calls = req
             .get_ref()
             .calls
             .iter()
             .enumerate()
             .map(|(i, c)| tool_call(Some(c.clone()), &format!("calls[{i}]"), max))
             .collect::<Result<Vec<_>, _>>()?;
+        for (i, c) in formats::provider_calls(format, &req.get_ref().provider_calls_json)?.into_iter().enumerate() {
+            let pc = pb::ToolCall { tool_call_id: c.tool_call_id, tool_name: c.tool_name, arguments_json: c.arguments_json };
+            calls.push(tool_call(Some(pc), &format!("provider_calls_json(call {i})"), max)?);
+        }
         let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
         let cx = admit_call(&self.admission, &req, agent, run).await?;
-        let outcomes = self.router.handle_many(&cx, &calls).await.map_err(to_status)?;
+        let outcomes = self.router.handle_many_as(&cx, &calls, format).await.map_err(to_status)?;
         for (i, o) in outcomes.iter().enumerate() {
             refuse_reused(o, &format!("calls[{i}]"))?;
         }
-        Ok(Response::new(pb::HandleToolCallsResponse { outcomes: outcomes.into_iter().map(pb_outcome).collect() }))
+        let mut parts = Vec::new();
+        let outcomes = outcomes
+            .into_iter()
+            .zip(&calls)
+            .map(|(o, c)| {
+                let (o, part) = pb_outcome(o, format, c);
+                parts.extend(part);
+                o
+            })
+            .collect();
+        let provider_results_json = format.map(|f| formats::provider_results(f, parts)).unwrap_or_default();
+        Ok(Response::new(pb::HandleToolCallsResponse { outcomes, provider_results_json }))
     }
 
     async fn resolve_deferred(&self, req: Request<pb::ResolveDeferredRequest>) -> Result<Response<pb::ToolResult>, Status> {
         use pb::resolve_deferred_request::Resolution as R;
         let rq = admit_request(&self.admission, &req)?;
         let r = req.into_inner();
+        let format = formats::format(r.format, "format")?;
         if r.deferred_id.is_empty() {
             return Err(invalid("deferred_id", "name the deferred call"));
         }
@@ -416,13 +445,20 @@ impl pb::router_server::Router for RouterService {
             }
             None => return Err(invalid("resolution", "set one of approve, deny or client_result")),
         };
-        let reply = self.router.resolve_deferred(&rq, &r.deferred_id, resolution).await.map_err(to_status)?;
-        Ok(Response::new(pb_result(&reply)))
+        let settled = self.router.resolve_deferred(&rq, &r.deferred_id, resolution).await.map_err(to_status)?;
+        let mut result = pb_result(&settled.reply());
+        match (&settled, format) {
+            (Settled::HandedToClient(call), _) => result.follow_up = Some(pb_deferred(call)),
+            (Settled::Done { reply, call }, Some(f)) => result.provider_json = formats::provider_reply(f, call, reply),
+            (Settled::Done { .. }, None) => {}
+        }
+        Ok(Response::new(result))
     }
 
     async fn list_deferred(&self, req: Request<pb::ListDeferredRequest>) -> Result<Response<pb::ListDeferredResponse>, Status> {
         let rq = admit_request(&self.admission, &req)?;
         let r = req.into_inner();
+        let format = formats::format(r.format, "format")?;
         let state = match pb::DeferredState::try_from(r.state) {
             Ok(pb::DeferredState::Unspecified) => None,
             Ok(pb::DeferredState::Pending) => Some(DeferredState::Pending),
@@ -448,7 +484,10 @@ impl pb::router_server::Router for RouterService {
                         DeferredState::Expired => pb::DeferredState::Expired,
                     } as i32,
                     resolution: rec.resolution,
-                    result: rec.result.as_ref().map(pb_result),
+                    result: rec.result.as_ref().map(|reply| {
+                        let provider_json = format.map(|f| formats::provider_reply(f, &rec.call.original_call, reply)).unwrap_or_default();
+                        pb::ToolResult { provider_json, ..pb_result(reply) }
+                    }),
                     create_time: Some(timestamp(rec.create_time)),
                     resolve_time: rec.resolve_time.map(timestamp),
                     expire_time: rec.expire_time.map(timestamp),

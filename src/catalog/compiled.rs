@@ -10,6 +10,7 @@ use jsonschema::Validator;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use super::adapt::Adapted;
 use super::definition::*;
 use super::names::{canonical_name, tool_name_problem};
 use super::schema;
@@ -39,6 +40,7 @@ pub struct PreparedTool {
     pub pin: bool,
     pub additional_search_text: String,
     validator: OnceLock<Result<Arc<Validator>, String>>,
+    adapted: OnceLock<Arc<Adapted>>,
     /// The catalog's byte count, which a validator adds to once built.
     bytes: Arc<AtomicUsize>,
 }
@@ -57,6 +59,17 @@ impl PreparedTool {
                     self.bytes.fetch_add(self.input_schema_json.get().len() * VALIDATOR_BYTES_PER_SCHEMA_BYTE, Ordering::Relaxed);
                 }
                 built
+            })
+            .clone()
+    }
+
+    /// The input schema in each provider's dialect, adapted on first use.
+    pub fn adapted(&self) -> Arc<Adapted> {
+        self.adapted
+            .get_or_init(|| {
+                let a = Adapted::of(&self.input_schema);
+                self.bytes.fetch_add(a.heap_bytes(), Ordering::Relaxed);
+                Arc::new(a)
             })
             .clone()
     }
@@ -241,6 +254,7 @@ impl Catalog {
                     pin: pin && group.is_some(),
                     additional_search_text: search_text,
                     validator: OnceLock::new(),
+                    adapted: OnceLock::new(),
                     bytes: bytes.clone(),
                 });
             }

@@ -1,4 +1,5 @@
 //! Agent definitions: data, names, validation, and the compiled form cached per version.
+pub mod adapt;
 pub mod compiled;
 pub mod definition;
 pub mod names;

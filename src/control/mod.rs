@@ -28,6 +28,8 @@ pub struct ModelTool {
     pub group: String,
     pub tool: String,
     pub source_id: String,
+    /// The catalog tool (none for control tools).
+    pub index: Option<u32>,
 }
 
 /// The model tools in SPEC §4 order (control, direct, pinned, then `hot`) and the
@@ -45,6 +47,7 @@ pub fn model_tools(catalog: &Catalog, hot: &[u32]) -> (Vec<ModelTool>, String) {
                 group: String::new(),
                 tool: String::new(),
                 source_id: String::new(),
+                index: None,
             });
         }
     }
@@ -58,6 +61,7 @@ pub fn model_tools(catalog: &Catalog, hot: &[u32]) -> (Vec<ModelTool>, String) {
             group: t.group.clone().unwrap_or_default(),
             tool: t.local.clone(),
             source_id: catalog.sources[t.source].id.clone(),
+            index: Some(i),
         }
     };
     out.extend(catalog.direct.iter().map(|&i| entry(i, ModelToolKind::Direct)));

@@ -39,6 +39,28 @@ impl Resolution {
     }
 }
 
+/// What an accepted resolution came to: the model's result, or (an approved client tool)
+/// the call handed to the client, whose result the host sends next under the same id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Settled {
+    /// The result, and the model's call it answers.
+    Done {
+        reply: Reply,
+        call: ToolCall,
+    },
+    HandedToClient(Box<DeferredCall>),
+}
+
+impl Settled {
+    /// The result text for hosts that read only the result.
+    pub fn reply(&self) -> Reply {
+        match self {
+            Settled::Done { reply, .. } => reply.clone(),
+            Settled::HandedToClient(call) => client_execution_pending(call).into(),
+        }
+    }
+}
+
 /// `ListDeferred`: the records of an agent, optionally of one run and in one state.
 #[derive(Debug, Clone, Default)]
 pub struct ListDeferred {
@@ -92,7 +114,7 @@ impl Router {
     }
 
     /// `ResolveDeferred`: idempotent; a conflicting second resolution is refused.
-    pub async fn resolve_deferred(self: &Arc<Self>, rq: &RequestContext, id: &str, resolution: Resolution) -> Result<Reply> {
+    pub async fn resolve_deferred(self: &Arc<Self>, rq: &RequestContext, id: &str, resolution: Resolution) -> Result<Settled> {
         let tenant = rq.tenant.as_str();
         let store = self.registry.store();
         let row = store.get_deferred(tenant, id).await?.ok_or_else(|| not_found(id))?;
@@ -101,17 +123,19 @@ impl Router {
             return Err(expired_error(id));
         }
         // Already resolved: the same resolution gets the stored result, another is refused.
-        if row.state != DeferredState::Pending.as_str() {
-            return self.await_resolution(tenant, id, row, &resolution_text).await;
-        }
         let record: DeferredRecord = serde_json::from_str(&row.record).map_err(|e| Error::Internal(e.to_string()))?;
+        let original = record.call.original_call.clone();
+        let done = |reply| Settled::Done { reply, call: original.clone() };
+        if row.state != DeferredState::Pending.as_str() {
+            return self.await_resolution(tenant, id, row, &resolution_text).await.map(done);
+        }
         match (&resolution, record.call.kind) {
             (Resolution::ClientResult { .. }, DeferredKind::Approval) => {
                 return Err(Error::FailedPrecondition(format!("deferred call {id:?} awaits approval: approve or deny it")));
             }
             // The approval that turned it into a client execution, again: the same answer.
             (Resolution::Approve { .. }, DeferredKind::ClientExecution) if row.resolution.as_deref() == Some(resolution_text.as_str()) => {
-                return Ok(client_execution_pending(&record.call).into());
+                return Ok(Settled::HandedToClient(Box::new(record.call)));
             }
             (Resolution::Approve { .. }, DeferredKind::ClientExecution) => {
                 return Err(Error::FailedPrecondition(format!("deferred call {id:?} is a client execution: send its client_result (or deny it)")));
@@ -155,8 +179,8 @@ impl Router {
             this.complete_resolution(tenant, id, resolution, record, target, arguments).await.map(Ok)
         };
         match RunToEnd::new(work.instrument(tracing::Span::current())).await? {
-            Ok(result) => Ok(result),
-            Err(row) => self.await_resolution(tenant, id, row, &resolution_text).await,
+            Ok(result) => Ok(done(result)),
+            Err(row) => self.await_resolution(tenant, id, row, &resolution_text).await.map(done),
         }
     }
 
@@ -170,7 +194,7 @@ impl Router {
         mut record: DeferredRecord,
         replacement: Option<&str>,
         resolution: &str,
-    ) -> Result<Reply> {
+    ) -> Result<Settled> {
         if let Some(a) = replacement {
             let value: Value = serde_json::from_str(a).map_err(|e| Error::invalid("approve.arguments_json", format!("not valid JSON: {e}")))?;
             if !value.is_object() {
@@ -181,13 +205,16 @@ impl Router {
         record.call.kind = DeferredKind::ClientExecution;
         let text = serde_json::to_string(&record).map_err(|e| Error::Internal(e.to_string()))?;
         match self.registry.store().hand_to_client(tenant, id, &text, resolution).await? {
-            Transition::Moved => Ok(client_execution_pending(&record.call).into()),
+            Transition::Moved => Ok(Settled::HandedToClient(Box::new(record.call))),
             Transition::Missing => Err(not_found(id)),
             // A concurrent identical approval did it first.
             Transition::Already(row) if row.state == DeferredState::Pending.as_str() && row.resolution.as_deref() == Some(resolution) => {
-                Ok(client_execution_pending(&record.call).into())
+                Ok(Settled::HandedToClient(Box::new(record.call)))
             }
-            Transition::Already(row) => self.await_resolution(tenant, id, row, resolution).await,
+            Transition::Already(row) => {
+                let call = record.call.original_call;
+                self.await_resolution(tenant, id, row, resolution).await.map(|reply| Settled::Done { reply, call })
+            }
         }
     }
 

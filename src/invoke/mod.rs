@@ -15,6 +15,7 @@ pub mod once;
 pub mod retention;
 pub mod route;
 pub mod runs;
+pub mod surface;
 pub mod usage;
 pub mod validate;
 
@@ -27,12 +28,14 @@ use tokio::sync::watch;
 use crate::admission::{Admission, CallContext};
 use crate::call::{ModelFault, Reply, RunContext, ToolCall, ToolResult};
 use crate::error::Result;
+use crate::provider::Format;
 use crate::registry::Registry;
 use crate::store::CallKey;
 use crate::upstream::Upstream;
 
-pub use defer::{ListDeferred, Resolution};
-pub use runs::{ModelTools, Resolved};
+pub use defer::{ListDeferred, Resolution, Settled};
+pub use runs::{ModelTools, Resolved, ToolsView};
+pub use surface::Found;
 
 #[derive(Debug, Clone)]
 pub struct RouterConfig {
@@ -96,6 +99,8 @@ pub enum Outcome {
     Result(ToolResult),
     Fault(ModelFault),
     Deferred(DeferredCall),
+    /// The deferred-loading tool search's hits (never stored: a search is pure).
+    Found(Found),
 }
 
 impl From<Reply> for Outcome {
@@ -112,6 +117,7 @@ impl Outcome {
     fn label(&self) -> &'static str {
         match self {
             Outcome::Deferred(_) => "deferred",
+            Outcome::Found(_) => "result",
             Outcome::Fault(ModelFault::OutcomeUnknown { .. }) => "uncertain",
             Outcome::Fault(_) => "error",
             Outcome::Result(r) if r.is_error => "error",
@@ -251,20 +257,37 @@ impl Router {
 
     /// `HandleToolCall`.
     pub async fn handle(self: &Arc<Self>, cx: &CallContext, call: &ToolCall) -> Result<Outcome> {
+        self.handle_as(cx, call, None).await
+    }
+
+    /// `HandleToolCall` from a host that speaks `format` (its deferred-loading search tool
+    /// is answered too).
+    pub async fn handle_as(self: &Arc<Self>, cx: &CallContext, call: &ToolCall, format: Option<Format>) -> Result<Outcome> {
         let r = self.resolve(cx).await?;
-        self.handle_resolved(cx, &r, call).await
+        self.handle_resolved(cx, &r, call, format).await
     }
 
     /// `HandleToolCalls`: concurrently, outcomes in request order.
     pub async fn handle_many(self: &Arc<Self>, cx: &CallContext, calls: &[ToolCall]) -> Result<Vec<Outcome>> {
+        self.handle_many_as(cx, calls, None).await
+    }
+
+    pub async fn handle_many_as(self: &Arc<Self>, cx: &CallContext, calls: &[ToolCall], format: Option<Format>) -> Result<Vec<Outcome>> {
         let r = self.resolve(cx).await?;
-        futures::future::join_all(calls.iter().map(|c| self.handle_resolved(cx, &r, c))).await.into_iter().collect()
+        futures::future::join_all(calls.iter().map(|c| self.handle_resolved(cx, &r, c, format))).await.into_iter().collect()
     }
 
     /// One call of a resolved run, timed and counted by its outcome.
-    async fn handle_resolved(self: &Arc<Self>, cx: &CallContext, r: &Resolved, call: &ToolCall) -> Result<Outcome> {
+    async fn handle_resolved(self: &Arc<Self>, cx: &CallContext, r: &Resolved, call: &ToolCall, format: Option<Format>) -> Result<Outcome> {
         let started = Instant::now();
-        let outcome = self.answer(cx, r, call).await;
+        let searched = match format {
+            Some(f) => self.answer_tool_search(cx, &r.catalog, call, f).await,
+            None => None,
+        };
+        let outcome = match searched {
+            Some(o) => Ok(o),
+            None => self.answer(cx, r, call).await,
+        };
         if let Ok(o) = &outcome {
             crate::telemetry::metrics::tool_call(o.label(), started.elapsed());
         }
@@ -304,8 +327,10 @@ impl Router {
     }
 
     /// Defers what needs a person or the client; executes the rest.
-    async fn dispatch(&self, cx: &CallContext, r: &Resolved, call: &ToolCall, i: u32, arguments: serde_json::Value) -> Result<Outcome> {
+    async fn dispatch(&self, cx: &CallContext, r: &Resolved, call: &ToolCall, i: u32, mut arguments: serde_json::Value) -> Result<Outcome> {
         let tool = r.catalog.tool(i);
+        // Nulls a strict-mode schema made the model send for optional properties.
+        crate::catalog::adapt::restore_omitted(&mut arguments, &tool.input_schema);
         if let Err(f) = route::check(tool, &cx.run, &arguments) {
             return Ok(Outcome::Fault(f));
         }

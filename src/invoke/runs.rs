@@ -4,11 +4,12 @@
 
 use std::sync::Arc;
 
-use super::Router;
+use super::{Router, surface};
 use crate::admission::{CallContext, RequestContext};
 use crate::catalog::Catalog;
 use crate::control::{self, ModelTool};
 use crate::error::{Error, Result};
+use crate::provider::Format;
 
 /// The version a call resolved to, and its catalog.
 #[derive(Clone)]
@@ -24,6 +25,15 @@ pub struct ModelTools {
     pub tools: Vec<ModelTool>,
     pub instructions: String,
     pub diagnostics: Vec<String>,
+    /// With a format: the provider's tools parameter.
+    pub tools_json: String,
+}
+
+/// How the host wants the tools: in a provider's shape, and with native deferred loading.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ToolsView {
+    pub format: Option<Format>,
+    pub defer_loading: bool,
 }
 
 impl Router {
@@ -50,10 +60,28 @@ impl Router {
     /// list is frozen for a run from its first `GetModelTools`: the hot set is stored with the
     /// run, so providers' prompt caches stay warm; usage changes it for later runs.
     pub async fn model_tools(&self, cx: &CallContext) -> Result<ModelTools> {
+        self.model_tools_as(cx, ToolsView::default()).await
+    }
+
+    /// `GetModelTools` with a view: the typed tools, and `tools_json` in the provider's shape
+    /// (schemas adapted once per version, so the same run gets the same bytes).
+    pub async fn model_tools_as(&self, cx: &CallContext, view: ToolsView) -> Result<ModelTools> {
+        if view.defer_loading && !view.format.is_some_and(Format::defers_loading) {
+            return Err(Error::invalid("defer_loading", "deferred loading needs format TOOL_FORMAT_ANTHROPIC or TOOL_FORMAT_OPENAI_RESPONSES"));
+        }
         let r = self.resolve(cx).await?;
         let hot = self.frozen_hot_tools(cx, &r.catalog).await?;
         let (tools, instructions) = control::model_tools(&r.catalog, &hot);
-        Ok(ModelTools { version: r.version, tools, instructions, diagnostics: r.catalog.diagnostics.clone() })
+        let mut diagnostics = r.catalog.diagnostics.clone();
+        let tools_json = match view.format {
+            None => String::new(),
+            Some(format) => {
+                let rendered = surface::render_tools(&r.catalog, &tools, format, view.defer_loading);
+                diagnostics.extend(rendered.diagnostics);
+                rendered.json
+            }
+        };
+        Ok(ModelTools { version: r.version, tools, instructions, diagnostics, tools_json })
     }
 
     /// Is `run_id` a live run of the agent (an MCP session opened on any replica)?

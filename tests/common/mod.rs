@@ -83,6 +83,7 @@ impl TestServer {
                 agent: Some(agent_ref(agent)),
                 run: Some(run_ctx(run)),
                 call: Some(pb::ToolCall { tool_call_id: id.into(), tool_name: tool.into(), arguments_json: args.to_string() }),
+                ..Default::default()
             })
             .await
             .expect("handle tool call")
@@ -557,6 +558,7 @@ impl TestServer {
                 agent: Some(agent_ref(agent)),
                 run: Some(run),
                 call: Some(pb::ToolCall { tool_call_id: id.into(), tool_name: tool.into(), arguments_json: arguments_json.into() }),
+                ..Default::default()
             })
             .await?;
         Ok(resp.into_inner().outcome.expect("an outcome"))
@@ -564,7 +566,7 @@ impl TestServer {
 
     pub async fn model_tools(&self, agent: &str, run: pb::RunContext) -> pb::GetModelToolsResponse {
         self.router()
-            .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref(agent)), run: Some(run) })
+            .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref(agent)), run: Some(run), ..Default::default() })
             .await
             .expect("get model tools")
             .into_inner()
@@ -572,7 +574,7 @@ impl TestServer {
 
     pub async fn resolve(&self, id: &str, resolution: pb::resolve_deferred_request::Resolution) -> Result<pb::ToolResult, Status> {
         self.router()
-            .resolve_deferred(pb::ResolveDeferredRequest { deferred_id: id.into(), resolution: Some(resolution) })
+            .resolve_deferred(pb::ResolveDeferredRequest { deferred_id: id.into(), resolution: Some(resolution), ..Default::default() })
             .await
             .map(|r| r.into_inner())
     }
@@ -751,6 +753,7 @@ impl TestServer {
                 agent: Some(agent_ref(agent)),
                 run: Some(run),
                 call: Some(pb::ToolCall { tool_call_id: id.into(), tool_name: tool.into(), arguments_json: args.to_string() }),
+                ..Default::default()
             })
             .await?;
         Ok(resp.into_inner().outcome.expect("an outcome"))

@@ -197,6 +197,7 @@ async fn malformed(soak: Arc<Soak>) {
                         tool_name: "records__lookup".into(),
                         arguments_json: "{\"key\": 12,,".into(),
                     }),
+                    ..Default::default()
                 };
                 match pb::router_client::RouterClient::new(node.channel.clone()).handle_tool_call(req).await {
                     Ok(r) => format!("answered {}", crate::checks::Answer::from_outcome(r.into_inner().outcome).kind()),

@@ -99,6 +99,7 @@ pub async fn register(soak: &Soak) -> Result<()> {
             .get_model_tools(pb::GetModelToolsRequest {
                 agent: Some(pb::AgentRef { agent_id: soak.agent.clone(), version: 0 }),
                 run: Some(pb::RunContext::default()),
+                ..Default::default()
             })
             .await
             .map_err(|e| anyhow!("model tools on {name}: {e}"))?
@@ -232,7 +233,7 @@ fn run_ctx(run: &str) -> Option<pb::RunContext> {
 }
 
 async fn handle(soak: &Soak, node: Arc<Node>, run: &str, call: pb::ToolCall) -> Result<Answer, Status> {
-    let mut req = Request::new(pb::HandleToolCallRequest { agent: agent_ref(soak), run: run_ctx(run), call: Some(call) });
+    let mut req = Request::new(pb::HandleToolCallRequest { agent: agent_ref(soak), run: run_ctx(run), call: Some(call), ..Default::default() });
     req.set_timeout(RPC_TIMEOUT);
     soak.count("grpc requests", 1);
     Ok(Answer::from_outcome(RouterClient::new(node.channel.clone()).handle_tool_call(req).await?.into_inner().outcome))
@@ -376,7 +377,7 @@ async fn batch(soak: &Soak, rng: &mut StdRng, store: Store, prefer: &str, run: &
     soak.count("batches", 1);
     soak.count("calls", size as u64);
     let t = with_retries(soak, store, Some(prefer), slow, |node| {
-        let req = pb::HandleToolCallsRequest { agent: agent_ref(soak), run: run_ctx(run), calls: calls.clone() };
+        let req = pb::HandleToolCallsRequest { agent: agent_ref(soak), run: run_ctx(run), calls: calls.clone(), ..Default::default() };
         let expected = calls.len();
         async move {
             let mut req = Request::new(req);
@@ -425,7 +426,7 @@ async fn resolver(soak: Arc<Soak>, n: u64, jobs: Arc<tokio::sync::Mutex<mpsc::Un
         let twice = rng.random_bool(0.33);
         for to in if twice { vec![first, other(first)] } else { vec![first] } {
             soak.count("resolutions", 1);
-            let req = pb::ResolveDeferredRequest { deferred_id: job.id.clone(), resolution: Some(resolution.clone()) };
+            let req = pb::ResolveDeferredRequest { deferred_id: job.id.clone(), resolution: Some(resolution.clone()), ..Default::default() };
             let t = with_retries(&soak, job.store, Some(to), name == "approved", |node| {
                 let req = req.clone();
                 async move {
@@ -462,6 +463,7 @@ async fn list_deferred(soak: &Soak, store: Store, state: pb::DeferredState) -> R
             state: state as i32,
             page_size: 500,
             page_token: token.clone(),
+            ..Default::default()
         };
         let t = with_retries(soak, store, None, false, |node| {
             let req = req.clone();

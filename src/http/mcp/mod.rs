@@ -186,6 +186,10 @@ impl ServerHandler for AgentMcp {
 fn call_result(outcome: Outcome) -> CallToolResult {
     let (content_json, is_error) = match outcome {
         Outcome::Result(r) => (r.content_json, r.is_error),
+        Outcome::Found(f) => {
+            let r = f.result();
+            (r.content_json, r.is_error)
+        }
         Outcome::Fault(f) => {
             let r = f.render();
             (r.content_json, r.is_error)
@@ -215,7 +219,8 @@ fn call_result(outcome: Outcome) -> CallToolResult {
         }
     };
     let structured = serde_json::from_str::<Value>(&content_json).ok().filter(Value::is_object);
-    let content = vec![ContentBlock::text(content_json)];
+    // A tool that answers plain text reaches the client as that text, not a quoted string.
+    let content = vec![ContentBlock::text(crate::provider::result_text(&content_json))];
     let mut r = if is_error { CallToolResult::error(content) } else { CallToolResult::success(content) };
     r.structured_content = structured;
     r

@@ -1,0 +1,169 @@
+//! The model tools in a provider's shape, and native deferred loading (issue 16): with
+//! `defer_loading`, the provider gets the whole exposed catalog marked deferred plus one
+//! client-executed search tool, and a call of that tool is answered with the hits as tool
+//! references (Anthropic) or loaded tools (Responses). The list depends only on the version
+//! and the run's frozen hot set, so it never changes within a run.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{Outcome, Router};
+use crate::admission::CallContext;
+use crate::call::{ModelFault, ToolCall};
+use crate::catalog::adapt::Adapted;
+use crate::catalog::{Catalog, Profile};
+use crate::control::ModelTool;
+use crate::control::discovery;
+use crate::provider::Format;
+use crate::provider::calls::RESPONSES_TOOL_SEARCH;
+use crate::provider::tools::{Rendered, ToolSpec, tools_json};
+
+const SEARCH_DESCRIPTION: &str = "Search the available tools: describe in natural language what you need to do. The best matching tools are loaded, and you then call them directly by name.";
+const SEARCH_SCHEMA: &str = r#"{"type":"object","properties":{"query":{"type":"string","description":"Natural-language description of the capability or task you need a tool for."},"limit":{"type":["integer","null"],"minimum":1,"description":"Maximum number of tools to load (default 5)."}},"required":["query"],"additionalProperties":false}"#;
+
+/// The name of the deferred-loading search tool: a control name the profile does not use
+/// (the flat profile's search name in the grouped profile, the grouped discover name in the
+/// flat one), so it never means two things.
+pub fn search_tool_name(catalog: &Catalog) -> &str {
+    match catalog.control.profile {
+        Profile::Grouped => &catalog.control.search,
+        Profile::Flat => &catalog.control.discover,
+    }
+}
+
+/// One tool to render: a catalog tool (its adaptation cached with the version) or a control
+/// tool (adapted here: a handful of fixed schemas).
+struct Owned {
+    name: String,
+    description: String,
+    schema: Value,
+    adapted: Arc<Adapted>,
+    deferred: bool,
+    search: bool,
+}
+
+fn owned(catalog: &Catalog, m: &ModelTool, deferred: bool) -> Owned {
+    match m.index {
+        Some(i) => {
+            let t = catalog.tool(i);
+            Owned {
+                name: m.name.clone(),
+                description: m.description.clone(),
+                schema: t.input_schema.clone(),
+                adapted: t.adapted(),
+                deferred,
+                search: false,
+            }
+        }
+        None => {
+            let schema: Value = serde_json::from_str(&m.input_schema_json).unwrap_or_else(|_| serde_json::json!({"type": "object"}));
+            let adapted = Arc::new(Adapted::of(&schema));
+            Owned { name: m.name.clone(), description: m.description.clone(), schema, adapted, deferred, search: false }
+        }
+    }
+}
+
+fn catalog_tool(catalog: &Catalog, i: u32, deferred: bool) -> Owned {
+    let t = catalog.tool(i);
+    Owned { name: t.name.clone(), description: t.description.clone(), schema: t.input_schema.clone(), adapted: t.adapted(), deferred, search: false }
+}
+
+fn render(format: Format, list: &[Owned]) -> Rendered {
+    let specs: Vec<ToolSpec> = list
+        .iter()
+        .map(|o| ToolSpec {
+            name: &o.name,
+            description: &o.description,
+            schema: &o.schema,
+            adapted: o.adapted.clone(),
+            deferred: o.deferred,
+            search: o.search,
+        })
+        .collect();
+    tools_json(format, &specs)
+}
+
+/// `tools_json` for the model tools, or (deferred loading) for the search tool, the model
+/// tools that are always loaded (direct, pinned, hot) and every other grouped tool deferred.
+pub fn render_tools(catalog: &Catalog, tools: &[ModelTool], format: Format, defer_loading: bool) -> Rendered {
+    if !defer_loading {
+        let list: Vec<Owned> = tools.iter().map(|m| owned(catalog, m, false)).collect();
+        return render(format, &list);
+    }
+    let search = search_tool_name(catalog).to_string();
+    let schema: Value = serde_json::from_str(SEARCH_SCHEMA).expect("the search schema is JSON");
+    let adapted = Arc::new(Adapted::of(&schema));
+    let mut list = vec![Owned { name: search.clone(), description: SEARCH_DESCRIPTION.into(), schema, adapted, deferred: false, search: true }];
+    let mut extra = Vec::new();
+    let loaded: Vec<&ModelTool> = tools.iter().filter(|m| m.index.is_some()).collect();
+    for m in &loaded {
+        if m.name == search {
+            extra.push(format!("tool {:?} is not offered with defer_loading: the search tool has its name", m.name));
+            continue;
+        }
+        list.push(owned(catalog, m, false));
+    }
+    let is_loaded = |i: u32| loaded.iter().any(|m| m.index == Some(i));
+    list.extend(catalog.grouped_by_name.iter().filter(|&&i| !is_loaded(i)).map(|&i| catalog_tool(catalog, i, true)));
+    let mut rendered = render(format, &list);
+    rendered.diagnostics.extend(extra);
+    rendered
+}
+
+impl Router {
+    /// A call of the deferred-loading search tool, answered with the hits the model may now
+    /// call (pure, like discovery); `None` for any other call.
+    pub(super) async fn answer_tool_search(&self, cx: &CallContext, catalog: &Catalog, call: &ToolCall, format: Format) -> Option<Outcome> {
+        let responses_search = format == Format::OpenAiResponses && call.tool_name == RESPONSES_TOOL_SEARCH;
+        if !format.defers_loading() || !(responses_search || call.tool_name == search_tool_name(catalog)) {
+            return None;
+        }
+        let bad = |m: &str| {
+            Some(Outcome::Fault(ModelFault::invalid_arguments(format!("Invalid arguments for {}: {m}. Fix them and call again.", call.tool_name))))
+        };
+        let args: Value = match serde_json::from_str(if call.arguments_json.trim().is_empty() { "{}" } else { &call.arguments_json }) {
+            Ok(v) => v,
+            Err(e) => return bad(&format!("not valid JSON ({e})")),
+        };
+        let query = match args.get("query") {
+            Some(Value::String(q)) => q.clone(),
+            _ => return bad("\"query\" is required (a string)"),
+        };
+        let limit = match args.get("limit") {
+            None | Some(Value::Null) => None,
+            Some(v) => match v.as_u64() {
+                Some(n) => Some(n.min(u32::MAX as u64) as u32),
+                None => return bad("\"limit\" must be a positive integer"),
+            },
+        };
+        // Tools already loaded (pinned, hot) are not deferred: a reference to them is refused.
+        let hot = self.frozen_hot_tools(cx, catalog).await.unwrap_or_default();
+        let page = match discovery::tool_search(catalog, &query, limit) {
+            Ok(p) => p,
+            Err(e) => return Some(Outcome::Fault(e.fault(catalog))),
+        };
+        let hits: Vec<u32> = page.tools.into_iter().filter(|i| !catalog.pinned.contains(i) && !hot.contains(i)).collect();
+        let names = hits.iter().map(|&i| catalog.tool(i).name.clone()).collect();
+        let tools_json = (format == Format::OpenAiResponses).then(|| {
+            let list: Vec<Owned> = hits.iter().map(|&i| catalog_tool(catalog, i, true)).collect();
+            render(format, &list).json
+        });
+        Some(Outcome::Found(Found { names, tools_json }))
+    }
+}
+
+/// A tool search's hits.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Found {
+    pub names: Vec<String>,
+    /// Responses: the hits as loaded tools (the tools parameter's entries for them).
+    pub tools_json: Option<String>,
+}
+
+impl Found {
+    /// The result for hosts that read only results: the names found.
+    pub fn result(&self) -> crate::call::ToolResult {
+        crate::call::ToolResult::ok(serde_json::json!({ "tools": self.names }).to_string())
+    }
+}

@@ -15,7 +15,7 @@ import re
 import sys
 from collections import defaultdict
 
-DOMAIN = {"admission", "call", "catalog", "control", "invoke", "registry", "search", "cache"}
+DOMAIN = {"admission", "call", "catalog", "control", "invoke", "provider", "registry", "search", "cache"}
 TRANSPORT_CRATES = ("tonic", "axum", "hyper", "sqlx", "rmcp")
 PB_ALLOWED = ("api/", "pb/", "upstream/function.rs", "demo.rs")
 MAX_LINES = 700

@@ -7,7 +7,7 @@
 //! - [`invoke`]: runs, routing, exactly-once, deferral, execution;
 //! - [`upstream`] (executors and MCP servers, through [`outbound`]) and [`store`];
 //! - [`registry`] (versions and their compiled catalogs), [`control`] (the model-facing
-//!   control tools), [`catalog`] and [`search`].
+//!   control tools), [`provider`] (providers' wire shapes), [`catalog`] and [`search`].
 //!
 //! Shared below them: [`call`] (a call and what goes back), [`error`] (the one error
 //! vocabulary), [`telemetry`], [`clock`], [`mem`] (heap sizes), [`pb`] (generated code).

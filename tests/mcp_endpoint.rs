@@ -28,7 +28,8 @@ async fn call(client: &Client, tool: &str, arguments: Value) -> (Value, bool) {
     let Value::Object(args) = arguments else { panic!("arguments are an object") };
     let r = client.call_tool(CallToolRequestParams::new(tool.to_string()).with_arguments(args)).await.expect("tools/call");
     let text = r.content[0].as_text().expect("text content").text.clone();
-    (serde_json::from_str(&text).expect("JSON text"), r.is_error.unwrap_or(false))
+    // A plain-text result comes as its text; anything else as its JSON.
+    (serde_json::from_str(&text).unwrap_or(Value::String(text)), r.is_error.unwrap_or(false))
 }
 
 /// The CRM definition plus a direct client tool, a pinned tool and an approval-gated tool.

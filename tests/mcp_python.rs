@@ -155,3 +155,64 @@ async fn the_python_mcp_client_lists_and_calls_through_the_endpoint() {
     assert_eq!(results[2]["is_error"], true, "{}", results[2]);
     assert_eq!(exec.calls(), 1, "the invalid call was not sent");
 }
+
+/// The CRM agent plus an approval-gated `refund`.
+fn crm_with_refund(endpoint: &str) -> pb::AgentDefinition {
+    let mut def = crm_definition(endpoint);
+    let mut refund =
+        tool("refund", "Refund an order.", json!({"type": "object", "properties": {"order": {"type": "string"}}, "required": ["order"]}));
+    refund.requires_approval = true;
+    def.sources.push(function_source("ops-tools", endpoint, vec![refund]));
+    def.groups.insert("ops".into(), group("Operations", &["ops-tools"]));
+    def
+}
+
+async fn python_client(s: &TestServer, agent: &str, calls: Value, answer: Option<Value>) -> Value {
+    let url = format!("http://{}/mcp/agents/{agent}", s.server.http_addr);
+    let out = tokio::task::spawn_blocking(move || {
+        let mut c = Command::new("python3");
+        c.arg(script("python_client.py")).arg(&url).arg(calls.to_string());
+        if let Some(a) = answer {
+            c.arg(a.to_string());
+        }
+        c.output()
+    })
+    .await
+    .unwrap()
+    .expect("python3 runs");
+    assert!(out.status.success(), "client failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the client prints JSON")
+}
+
+#[tokio::test]
+async fn a_python_client_that_elicits_is_asked_to_approve_and_gets_the_calls_result() {
+    if !python_mcp() {
+        return;
+    }
+    let exec = spawn_executor(Behaviour::Echo).await;
+    let s = TestServer::start().await;
+    s.create("crm", crm_with_refund(&exec.endpoint())).await;
+    let refund = json!([{"name": "call_tool", "arguments": {"group": "ops", "tool": "refund", "arguments": {"order": "o-7"}}}]);
+
+    let report = python_client(&s, "crm", refund.clone(), Some(json!({"action": "accept", "content": {"approve": true}}))).await;
+    let asked = report["asked"].as_array().unwrap();
+    assert_eq!(asked.len(), 1, "{report}");
+    assert!(asked[0]["message"].as_str().unwrap().contains("ops__refund") && asked[0]["message"].as_str().unwrap().contains("o-7"), "{report}");
+    assert_eq!(asked[0]["schema"]["properties"]["approve"]["type"], "boolean");
+    let result = &report["results"][0];
+    assert_eq!(result["is_error"], false, "{report}");
+    assert_eq!(result["structured"]["tool"], "refund", "the approved call ran and its result came back: {report}");
+    assert_eq!(exec.calls(), 1);
+
+    let report = python_client(&s, "crm", refund.clone(), Some(json!({"action": "decline"}))).await;
+    assert_eq!(report["results"][0]["is_error"], true, "{report}");
+    assert_eq!(report["results"][0]["structured"]["error"], "denied", "{report}");
+    assert_eq!(exec.calls(), 1, "a declined call does not run");
+
+    // A client without elicitation learns the call is pending and how it gets resolved.
+    let report = python_client(&s, "crm", refund, None).await;
+    let pending = &report["results"][0];
+    assert_eq!((pending["is_error"].as_bool(), pending["structured"]["status"].as_str()), (Some(false), Some("approval_pending")), "{report}");
+    assert!(pending["structured"]["message"].as_str().unwrap().contains("ResolveDeferred"), "{report}");
+    assert_eq!(exec.calls(), 1);
+}

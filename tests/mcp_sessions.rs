@@ -149,7 +149,7 @@ async fn a_session_opened_on_one_replica_is_served_by_another_and_survives_the_f
     for _ in 0..3 {
         let (status, _, answer) = post(&client, &url(b.server.http_addr, "crm"), &call("call_tool", args.clone()), Some(&session)).await;
         assert_eq!(status, 200, "{answer}");
-        assert_eq!(answer["result"]["content"][0]["text"], "\"Ada\"", "{answer}");
+        assert_eq!(answer["result"]["content"][0]["text"], "Ada", "{answer}");
     }
     // An unknown session is 404: the client initializes again.
     let (status, _, _) = post(&client, &url(b.server.http_addr, "crm"), &call("call_tool", args), Some("0123456789abcdef0123456789abcdef")).await;

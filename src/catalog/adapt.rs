@@ -285,6 +285,9 @@ impl GeminiCx<'_> {
                 }
                 "properties" => {
                     let props = v.as_object().cloned().unwrap_or_default();
+                    if let Some(bad) = props.keys().find(|n| !gemini_property_name(n)) {
+                        self.notes.push(format!("unsupported property name {bad:?}"));
+                    }
                     let adapted: Map<String, Value> = props.iter().map(|(n, p)| (n.clone(), Value::Object(self.child(p)))).collect();
                     out.insert("propertyOrdering".into(), Value::Array(props.keys().map(|n| Value::String(n.clone())).collect()));
                     out.insert(k.clone(), Value::Object(adapted));
@@ -408,6 +411,12 @@ impl GeminiCx<'_> {
         }
         out
     }
+}
+
+/// Gemini's parameter names: a letter or `_`, then letters, digits and `_`; at most 64.
+fn gemini_property_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty() && b.len() <= 64 && (b[0].is_ascii_alphabetic() || b[0] == b'_') && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_')
 }
 
 fn merge(into: &mut Map<String, Value>, part: Map<String, Value>) {
@@ -628,6 +637,8 @@ mod tests {
         assert_eq!(g["propertyOrdering"], json!(["name", "size", "node", "mode"]));
         assert!(!g.to_string().contains("$ref") && !g.to_string().contains("$defs"), "{g}");
         assert!(notes.iter().any(|n| n.contains("recursive")), "{notes:?}");
+        let (_, notes) = gemini(&json!({"type": "object", "properties": {"first-name": {"type": "string"}}}));
+        assert_eq!(notes, ["unsupported property name \"first-name\""]);
     }
 
     #[test]

@@ -299,6 +299,16 @@ impl Router {
         }
     }
 
+    /// Where a deferred record stands now: `Some` with its result once resolved, `None` while
+    /// pending or executing; an error once it expired or for an unknown id.
+    pub async fn deferred_result(&self, tenant: &str, id: &str) -> Result<Option<Reply>> {
+        let row = self.registry.store().get_deferred(tenant, id).await?.ok_or_else(|| not_found(id))?;
+        if expired(&row, self.now()) {
+            return Err(expired_error(id));
+        }
+        row.result.as_deref().map(Reply::decode).transpose().map_err(|e| Error::Internal(e.to_string()))
+    }
+
     /// `ListDeferred`: records of an agent, optionally one run and one state, oldest first.
     pub async fn list_deferred(&self, rq: &RequestContext, q: &ListDeferred) -> Result<(Vec<DeferredRecord>, String)> {
         let tenant = rq.tenant.as_str();

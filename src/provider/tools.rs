@@ -162,8 +162,12 @@ pub fn tools_json(format: Format, tools: &[ToolSpec]) -> Rendered {
             let subset: Vec<Option<Box<RawValue>>> = tools
                 .iter()
                 .map(|t| {
-                    let cut: Vec<&String> =
-                        t.adapted.gemini_notes.iter().filter(|n| n.starts_with("recursive ") || n.starts_with("unresolved ")).collect();
+                    let cut: Vec<&String> = t
+                        .adapted
+                        .gemini_notes
+                        .iter()
+                        .filter(|n| n.starts_with("recursive ") || n.starts_with("unresolved ") || n.starts_with("unsupported "))
+                        .collect();
                     if !cut.is_empty() {
                         let cut: Vec<&str> = cut.iter().map(|s| s.as_str()).collect();
                         diagnostics.push(format!(

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::sessions::{Full, Sessions, new_id};
-use super::{EndpointGuard, addressed};
+use super::{EndpointGuard, addressed, approve};
 use crate::admission::{Addressed, Principal, RequestContext};
 use crate::auth::UNAUTHENTICATED_MESSAGE;
 use crate::call::RunContext;
@@ -25,6 +25,15 @@ pub struct Gate {
     pub guard: EndpointGuard,
     pub body_timeout: std::time::Duration,
     pub sessions: Arc<Sessions>,
+    /// Cancelled when the server stops: approval streams end with the pending result.
+    pub stop: tokio_util::sync::CancellationToken,
+}
+
+/// A POST's body: a JSON-RPC message for rmcp, or a client's answer to one of toolrouter's
+/// approval questions (handled here: it resolves a durable record, whichever replica asked).
+enum Incoming {
+    Message(Box<rmcp::model::ClientJsonRpcMessage>),
+    Answer { deferred_id: String, result: Option<Value> },
 }
 
 /// The HTTP status of an error code.
@@ -57,6 +66,7 @@ impl Gate {
         // A POST's body is read first: a client that never finishes sending it is cut off by
         // the body timeout without holding up a drain as a request in flight.
         let mut message = None;
+        let mut answer = None;
         if req.method() == http::Method::POST {
             let (parts, body) = req.into_parts();
             let (bytes, m) = match self.read_message(body).await {
@@ -64,7 +74,10 @@ impl Gate {
                 Err(refusal) => return refusal,
             };
             req = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
-            message = Some(m);
+            match m {
+                Incoming::Message(m) => message = Some(*m),
+                Incoming::Answer { deferred_id, result } => answer = Some((deferred_id, result)),
+            }
         }
         // Every request (session set-up, listings, calls, DELETE) is admitted like a gRPC
         // request: refused while draining, counted in flight while it runs.
@@ -91,33 +104,72 @@ impl Gate {
             }
             (None, _) => {}
         }
+        if let Some((deferred_id, result)) = answer {
+            return approve::apply_answer(&self.router, &request, &deferred_id, result.as_ref()).await;
+        }
         let mut opening = None;
         if session.is_none()
             && let Some(rmcp::model::ClientJsonRpcMessage::Request(r)) = &message
-            && matches!(r.request, rmcp::model::ClientRequest::InitializeRequest(_))
+            && let rmcp::model::ClientRequest::InitializeRequest(init) = &r.request
         {
             let id = serde_json::to_value(&r.id).unwrap_or(Value::Null);
-            match self.open(&principal, &agent_id, version).await {
+            let elicits =
+                init.params.capabilities.elicitation.as_ref().and_then(|e| serde_json::to_value(e).ok()).is_some_and(|e| approve::form_mode(&e));
+            match self.open(&principal, &agent_id, version, elicits).await {
                 Ok(session) => opening = Some(session),
                 Err(e) => return jsonrpc_error(http::StatusCode::OK, id, e.code().jsonrpc(), &e.public_message()),
             }
         }
         if let Some(id) = &opening {
             // The handshake is served as a request of the new session (its run).
-            req.headers_mut().insert("mcp-session-id", http::HeaderValue::from_str(id).expect("hex"));
+            req.headers_mut().insert("mcp-session-id", http::HeaderValue::from_str(id).expect("ASCII"));
         }
         req.extensions_mut().insert(principal.clone());
+        // A `tools/call` whose call awaits an approval the client can give is answered with
+        // the question, then the call's result (see [`approve`]).
+        let slot = approve::ApprovalSlot::default();
+        let call_id = match &message {
+            Some(rmcp::model::ClientJsonRpcMessage::Request(r)) if matches!(r.request, rmcp::model::ClientRequest::CallToolRequest(_)) => {
+                req.extensions_mut().insert(slot.clone());
+                serde_json::to_value(&r.id).ok()
+            }
+            _ => None,
+        };
         let response = next.run(req).await;
+        if let Some(call_id) = call_id
+            && slot.is_filled()
+        {
+            return self.ask(response, &principal, slot, call_id).await;
+        }
         match opening {
             Some(id) => self.opened(response, &request, &principal, &agent_id, id).await,
             None => response,
         }
     }
 
+    /// Replaces the pending answer of a `tools/call` by the approval question's stream.
+    async fn ask(&self, response: Response, principal: &Principal, slot: approve::ApprovalSlot, call_id: Value) -> Response {
+        use http_body_util::BodyExt;
+        let (parts, body) = response.into_parts();
+        let pending = match http_body_util::Limited::new(body, MAX_HANDSHAKE_ANSWER).collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(_) => bytes::Bytes::new(),
+        };
+        let asked =
+            parts.status.is_success() && parts.headers.get(http::header::CONTENT_TYPE).is_some_and(|c| c.as_bytes().starts_with(b"application/json"));
+        match asked
+            .then(|| approve::stream(self.router.clone(), principal.tenant.clone(), &slot, call_id, pending.clone(), self.stop.clone()))
+            .flatten()
+        {
+            Some(streamed) => streamed,
+            None => Response::from_parts(parts, axum::body::Body::from(pending)),
+        }
+    }
+
     /// Reads a POST's body (bounded in size and time) and checks it is a JSON-RPC message:
     /// malformed JSON is a JSON-RPC parse error (-32700), another shape an invalid request
     /// (-32600), both with HTTP 400.
-    async fn read_message(&self, body: axum::body::Body) -> Result<(bytes::Bytes, rmcp::model::ClientJsonRpcMessage), Response> {
+    async fn read_message(&self, body: axum::body::Body) -> Result<(bytes::Bytes, Incoming), Response> {
         use http_body_util::BodyExt;
         let max = self.guard.limits.max_message_bytes;
         let collected = tokio::time::timeout(self.body_timeout, http_body_util::Limited::new(body, max).collect()).await;
@@ -129,8 +181,15 @@ impl Gate {
             Ok(Err(_)) => return Err((http::StatusCode::BAD_REQUEST, "the request body could not be read").into_response()),
             Ok(Ok(b)) => b.to_bytes(),
         };
+        if let Ok(v) = serde_json::from_slice::<Value>(&bytes)
+            && v.get("method").is_none()
+            && let Some(deferred_id) = v.get("id").and_then(approve::answered)
+        {
+            let answer = Incoming::Answer { deferred_id: deferred_id.to_string(), result: v.get("result").cloned() };
+            return Ok((bytes, answer));
+        }
         match serde_json::from_slice::<rmcp::model::ClientJsonRpcMessage>(&bytes) {
-            Ok(m) => Ok((bytes, m)),
+            Ok(m) => Ok((bytes, Incoming::Message(Box::new(m)))),
             Err(e) if e.is_syntax() || e.is_eof() => {
                 Err(jsonrpc_error(http::StatusCode::BAD_REQUEST, Value::Null, -32700, &format!("Parse error: {e}")))
             }
@@ -159,7 +218,7 @@ impl Gate {
 
     /// Opens a session for an `initialize`: within the caps, a new run of the tenant (the
     /// live-runs limit), pinned to the version the path names (an unknown agent fails here).
-    async fn open(&self, principal: &Principal, agent_id: &str, version: u32) -> Result<String, Error> {
+    async fn open(&self, principal: &Principal, agent_id: &str, version: u32, elicits: bool) -> Result<String, Error> {
         self.sessions.room_for(&principal.tenant).map_err(|full| {
             Error::ResourceExhausted(match full {
                 Full::Replica(n) => {
@@ -170,7 +229,7 @@ impl Gate {
                 }
             })
         })?;
-        let id = new_id();
+        let id = if elicits { format!("{}{}", new_id(), approve::ELICITS_SUFFIX) } else { new_id() };
         let to = Addressed { agent_id: agent_id.to_string(), version, run: RunContext { run_id: id.clone(), ..Default::default() }, timeout: None };
         let cx = self.guard.admission.call(principal, to).await?;
         self.router.resolve(&cx).await?;
@@ -189,7 +248,7 @@ impl Gate {
         let succeeded = parts.status.is_success() && serde_json::from_slice::<Value>(&bytes).is_ok_and(|v| v.get("result").is_some());
         if succeeded {
             self.sessions.remember(&id, &principal.tenant, agent_id);
-            parts.headers.insert("mcp-session-id", http::HeaderValue::from_str(&id).expect("hex"));
+            parts.headers.insert("mcp-session-id", http::HeaderValue::from_str(&id).expect("ASCII"));
         } else if let Err(e) = self.router.end_run(request, agent_id, &id).await {
             tracing::debug!(error = %e, "giving back the run of a failed MCP handshake failed");
         }

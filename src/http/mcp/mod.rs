@@ -7,6 +7,7 @@
 //! runs in the store, opened and closed by the [`gate`], remembered briefly per replica by
 //! [`sessions`]. So a session costs a few hundred bytes here, and any replica can serve it.
 
+pub mod approve;
 pub mod gate;
 pub mod sessions;
 
@@ -71,6 +72,7 @@ pub fn routes(
     let mut hosts: Vec<String> = LOOPBACK_HOSTS.iter().map(|h| h.to_string()).collect();
     hosts.extend(config.allowed_hosts.iter().cloned());
     let handler = AgentMcp { router: router.clone(), guard: guard.clone() };
+    let cancel_for_gate = cancel.clone();
     let server_config = StreamableHttpServerConfig::default()
         .with_allowed_hosts(hosts)
         .with_cancellation_token(cancel)
@@ -79,7 +81,7 @@ pub fn routes(
         .with_json_response(true);
     let service: StreamableHttpService<AgentMcp, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(handler.clone()), Default::default(), server_config);
-    let gate = Arc::new(gate::Gate { router, guard, body_timeout: config.body_timeout, sessions });
+    let gate = Arc::new(gate::Gate { router, guard, body_timeout: config.body_timeout, sessions, stop: cancel_for_gate });
     axum::Router::new().route_service("/mcp/agents/{agent}", service.clone()).route_service("/mcp/agents/{agent}/versions/{version}", service).layer(
         axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
             let gate = gate.clone();
@@ -166,19 +168,34 @@ impl ServerHandler for AgentMcp {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
-    async fn call_tool(&self, request: CallToolRequestParams, cx: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
+    async fn call_tool(&self, request: CallToolRequestParams, rq: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
         let arguments = request.arguments.map(|a| Value::Object(a).to_string()).unwrap_or_else(|| "{}".into());
         let max = self.guard.limits.max_arguments_bytes;
         if arguments.len() > max {
             return Err(mcp_error(Error::invalid("arguments", format!("arguments are {} bytes, over the limit of {max}", arguments.len()))));
         }
-        let cx = admit(&self.guard.admission, &cx).await?;
+        let cx = admit(&self.guard.admission, &rq).await?;
         // MCP has no tool call ids: each tools/call is a call of its own.
         let call =
             ToolCall { tool_call_id: format!("mcp-{:032x}", rand::random::<u128>()), tool_name: request.name.to_string(), arguments_json: arguments };
         let outcome = self.router.handle(&cx, &call).await.map_err(mcp_error)?;
+        if let Outcome::Deferred(d) = &outcome
+            && d.kind == DeferredKind::Approval
+            && let Some(parts) = request_parts(&rq)
+            && let Some(slot) = parts.extensions.get::<approve::ApprovalSlot>()
+        {
+            let session = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
+            let meta = request.meta.as_ref().and_then(|m| serde_json::to_value(m).ok());
+            if approve::client_elicits(session, meta.as_ref().and_then(Value::as_object)) {
+                slot.fill(d.clone());
+            }
+        }
         Ok(CallToolResponse::from(call_result(outcome)))
     }
+}
+
+fn request_parts(cx: &RequestContext<RoleServer>) -> Option<&http::request::Parts> {
+    cx.extensions.get::<http::request::Parts>()
 }
 
 /// A router outcome as an MCP result: the tool result, or a deferred record described for
@@ -199,7 +216,7 @@ fn call_result(outcome: Outcome) -> CallToolResult {
                 DeferredKind::Approval => (
                     "approval_pending",
                     format!(
-                        "The call to {} awaits approval by a person (deferred id {}). It has not run yet; its result comes once it is approved or denied.",
+                        "The call to {} awaits approval by a person (deferred id {}). It has not run yet. The host approves or denies it with ResolveDeferred under this deferred id; its result is then in the record (ListDeferred). Do not call it again meanwhile.",
                         d.target.name, d.deferred_id
                     ),
                 ),

@@ -1,0 +1,190 @@
+//! Approvals through MCP elicitation (issue 16): a client that declared form elicitation is
+//! asked, in the stream of its `tools/call`, whether an approval-gated call may run. The
+//! question's JSON-RPC id names the deferred record, so the client's answer (a POST that any
+//! replica may receive) resolves the durable record; the stream waits for the record, not
+//! for a reply in this replica's memory, and ends with the call's result. Clients that did
+//! not declare elicitation get a result saying the approval is pending and how to resolve it.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::admission::RequestContext;
+use crate::invoke::{DeferredCall, Outcome, Resolution, Router};
+
+/// The id prefix of toolrouter's approval questions.
+const QUESTION_ID_PREFIX: &str = "toolrouter-approval-";
+/// A session id ending so was opened by a client that takes form elicitation: any replica
+/// reads the capability off the id, with no lookup.
+pub const ELICITS_SUFFIX: &str = "-e";
+/// How long a `tools/call` stream waits for the person's answer before it ends with the
+/// pending result (the record stays pending: the host can still resolve it).
+const WAIT_FOR_ANSWER: Duration = Duration::from_secs(10 * 60);
+/// A comment line this often keeps proxies from closing the waiting stream.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Set by the `tools/call` handler when its call awaits an approval the client can give.
+#[derive(Clone, Default)]
+pub struct ApprovalSlot(Arc<Mutex<Option<DeferredCall>>>);
+
+impl ApprovalSlot {
+    pub fn fill(&self, call: DeferredCall) {
+        *self.0.lock().unwrap_or_else(|p| p.into_inner()) = Some(call);
+    }
+
+    pub fn is_filled(&self) -> bool {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).is_some()
+    }
+
+    fn take(&self) -> Option<DeferredCall> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
+}
+
+/// Does the client take form elicitation: declared at `initialize` (its session id says so)
+/// or in the request's `_meta` client capabilities (stateless requests)?
+pub fn client_elicits(session: Option<&str>, meta: Option<&serde_json::Map<String, Value>>) -> bool {
+    if session.is_some_and(|s| s.ends_with(ELICITS_SUFFIX)) {
+        return true;
+    }
+    meta.and_then(|m| m.get("io.modelcontextprotocol/clientCapabilities")).and_then(|c| c.get("elicitation")).is_some_and(form_mode)
+}
+
+/// An elicitation capability with form mode (an empty one means form, for older clients).
+pub fn form_mode(elicitation: &Value) -> bool {
+    match elicitation.as_object() {
+        Some(e) => e.contains_key("form") || !e.contains_key("url"),
+        None => false,
+    }
+}
+
+/// The question for a deferred approval.
+fn question(call: &DeferredCall) -> Value {
+    let arguments: Value = serde_json::from_str(&call.target.arguments_json).unwrap_or(Value::Null);
+    let message = format!(
+        "The assistant wants to call {} ({}) with these arguments: {arguments}. Allow it?",
+        call.target.name,
+        crate::control::discovery::summary_description(&call.target.definition.description)
+    );
+    json!({
+        "jsonrpc": "2.0",
+        "id": format!("{QUESTION_ID_PREFIX}{}", call.deferred_id),
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": message,
+            "requestedSchema": {
+                "type": "object",
+                "properties": {
+                    "approve": {"type": "boolean", "title": "Allow", "description": "Run this call.", "default": false},
+                    "reason": {"type": "string", "title": "Reason", "description": "If not allowed: why (the assistant is told)."}
+                },
+                "required": ["approve"]
+            }
+        }
+    })
+}
+
+/// The deferred record a client's JSON-RPC response answers, if it answers one of ours.
+pub fn answered(id: &Value) -> Option<&str> {
+    id.as_str()?.strip_prefix(QUESTION_ID_PREFIX).filter(|d| !d.is_empty())
+}
+
+/// Applies the client's answer: accepted with `approve` runs the call (exactly once, like
+/// `ResolveDeferred`), accepted without it or declined denies it; cancelled (dismissed)
+/// leaves it pending. The client gets 202 whatever came of it: the question's stream
+/// carries the outcome.
+pub async fn apply_answer(router: &Arc<Router>, rq: &RequestContext, deferred_id: &str, result: Option<&Value>) -> Response {
+    let action = result.and_then(|r| r.get("action")).and_then(Value::as_str).unwrap_or("cancel");
+    let content = result.and_then(|r| r.get("content"));
+    let resolution = match action {
+        "accept" if content.and_then(|c| c.get("approve")) == Some(&Value::Bool(true)) => Some(Resolution::Approve { arguments_json: None }),
+        "accept" => {
+            let reason = content.and_then(|c| c.get("reason")).and_then(Value::as_str).unwrap_or("").to_string();
+            Some(Resolution::Deny { message: reason })
+        }
+        "decline" => Some(Resolution::Deny { message: "The user declined.".into() }),
+        _ => None,
+    };
+    if let Some(resolution) = resolution
+        && let Err(e) = router.resolve_deferred(rq, deferred_id, resolution).await
+    {
+        tracing::debug!(error = %e, "an MCP client's approval answer was not applied");
+    }
+    http::StatusCode::ACCEPTED.into_response()
+}
+
+/// The `tools/call` answer for a call awaiting approval from a client that elicits: an SSE
+/// stream with the question, then (once the record is resolved, by this client or the host)
+/// the call's result; the pending result if nobody answers in time or the server stops.
+pub fn stream(
+    router: Arc<Router>,
+    tenant: String,
+    slot: &ApprovalSlot,
+    request_id: Value,
+    pending: bytes::Bytes,
+    stop: CancellationToken,
+) -> Option<Response> {
+    let call = slot.take()?;
+    let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::convert::Infallible>>(4);
+    tokio::spawn(async move {
+        let event = |v: &Value| bytes::Bytes::from(format!("event: message\ndata: {v}\n\n"));
+        if tx.send(Ok(event(&question(&call)))).await.is_err() {
+            return;
+        }
+        let deadline = tokio::time::Instant::now() + WAIT_FOR_ANSWER;
+        let mut pause = Duration::from_millis(50);
+        let mut last_sign = tokio::time::Instant::now();
+        let reply = loop {
+            tokio::select! {
+                _ = stop.cancelled() => break None,
+                _ = tokio::time::sleep(pause) => {}
+            }
+            match router.deferred_result(&tenant, &call.deferred_id).await {
+                Ok(Some(reply)) => break Some(reply),
+                Ok(None) => {}
+                Err(_) => break None,
+            }
+            if tokio::time::Instant::now() >= deadline {
+                break None;
+            }
+            if last_sign.elapsed() >= KEEP_ALIVE {
+                if tx.send(Ok(bytes::Bytes::from_static(b": waiting for approval\n\n"))).await.is_err() {
+                    return;
+                }
+                last_sign = tokio::time::Instant::now();
+            }
+            pause = (pause * 2).min(Duration::from_millis(500));
+        };
+        let last = match reply {
+            Some(reply) => {
+                let result = super::call_result(Outcome::Result(reply.render()));
+                json!({"jsonrpc": "2.0", "id": request_id, "result": result})
+            }
+            None => serde_json::from_slice(&pending).unwrap_or(Value::Null),
+        };
+        let _ = tx.send(Ok(event(&last))).await;
+    });
+    let body = axum::body::Body::from_stream(tokio_stream::wrappers::ReceiverStream::new(rx));
+    Some(([(http::header::CONTENT_TYPE, "text/event-stream"), (http::header::CACHE_CONTROL, "no-cache")], body).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn form_elicitation_is_read_from_the_session_id_or_the_requests_capabilities() {
+        assert!(client_elicits(Some("abc-e"), None));
+        assert!(!client_elicits(Some("abc"), None));
+        let meta = |e: Value| json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": e}}).as_object().unwrap().clone();
+        assert!(client_elicits(None, Some(&meta(json!({})))));
+        assert!(client_elicits(None, Some(&meta(json!({"form": {}, "url": {}})))));
+        assert!(!client_elicits(None, Some(&meta(json!({"url": {}})))));
+        assert_eq!(answered(&json!("toolrouter-approval-d1")), Some("d1"));
+        assert_eq!(answered(&json!(7)), None);
+    }
+}

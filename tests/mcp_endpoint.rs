@@ -386,3 +386,76 @@ async fn an_mcp_call_in_flight_at_shutdown_returns_its_result() {
     tokio::time::timeout(std::time::Duration::from_secs(10), shutdown).await.expect("shutdown completes").expect("shutdown");
     assert_eq!(exec.calls(), 1);
 }
+
+/// POSTs a JSON-RPC message to the endpoint in a session; the raw response.
+async fn post_raw(client: &reqwest::Client, url: &str, session: Option<&str>, body: &Value) -> reqwest::Response {
+    let mut req =
+        client.post(url).header("content-type", "application/json").header("accept", "application/json, text/event-stream").body(body.to_string());
+    if let Some(s) = session {
+        req = req.header("mcp-session-id", s).header("mcp-protocol-version", "2025-11-25");
+    }
+    req.send().await.expect("POST")
+}
+
+async fn open_session(client: &reqwest::Client, url: &str, capabilities: Value) -> String {
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": capabilities, "clientInfo": {"name": "t", "version": "1"}}});
+    let r = post_raw(client, url, None, &init).await;
+    assert_eq!(r.status(), 200);
+    r.headers().get("mcp-session-id").expect("a session").to_str().unwrap().to_string()
+}
+
+/// The next SSE `data:` payload of a streamed response.
+async fn next_event(r: &mut reqwest::Response, buffer: &mut String) -> Value {
+    loop {
+        if let Some(end) = buffer.find("\n\n") {
+            let event: String = buffer.drain(..end + 2).collect();
+            if let Some(data) = event.lines().find_map(|l| l.strip_prefix("data: ")) {
+                return serde_json::from_str(data).expect("JSON data");
+            }
+            continue;
+        }
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(10), r.chunk()).await.expect("an event in time").expect("read");
+        buffer.push_str(&String::from_utf8_lossy(&chunk.expect("the stream goes on")));
+    }
+}
+
+#[tokio::test]
+async fn only_the_asked_session_can_answer_an_approval_question_and_its_answer_runs_the_call() {
+    let exec = spawn_executor(Behaviour::Echo).await;
+    let s = TestServer::start().await;
+    s.create("crm", definition(&exec.endpoint())).await;
+    let url = endpoint(&s, "/mcp/agents/crm");
+    let client = reqwest::Client::new();
+    let asked = open_session(&client, &url, json!({"elicitation": {"form": {}}})).await;
+    let other = open_session(&client, &url, json!({"elicitation": {}})).await;
+    assert!(asked.ends_with("-e") && other.ends_with("-e"), "{asked} {other}");
+
+    let call = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "call_tool", "arguments": {"group": "billing", "tool": "refund", "arguments": {"amount": 5}}}});
+    let mut stream = post_raw(&client, &url, Some(&asked), &call).await;
+    assert_eq!(stream.headers().get("content-type").unwrap(), "text/event-stream");
+    let mut buffer = String::new();
+    let question = next_event(&mut stream, &mut buffer).await;
+    assert_eq!(question["method"], "elicitation/create", "{question}");
+    assert_eq!(question["params"]["mode"], "form");
+    let id = question["id"].as_str().unwrap().to_string();
+    let deferred_id = id.strip_prefix("toolrouter-approval-").unwrap().to_string();
+
+    let answer = json!({"jsonrpc": "2.0", "id": id, "result": {"action": "accept", "content": {"approve": true}}});
+    assert_eq!(post_raw(&client, &url, Some(&other), &answer).await.status(), 404, "another session cannot answer");
+    assert_eq!(post_raw(&client, &url, None, &answer).await.status(), 404, "nor a request outside any session");
+    let pending = s
+        .router()
+        .list_deferred(pb::ListDeferredRequest { agent_id: "crm".into(), state: pb::DeferredState::Pending as i32, ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(pending.records.iter().any(|r| r.call.as_ref().unwrap().deferred_id == deferred_id), "still pending");
+    assert_eq!(exec.calls(), 0);
+
+    assert_eq!(post_raw(&client, &url, Some(&asked), &answer).await.status(), 202);
+    let last = next_event(&mut stream, &mut buffer).await;
+    assert_eq!(last["id"], 7, "{last}");
+    assert_eq!(last["result"]["isError"], false, "{last}");
+    assert_eq!(last["result"]["structuredContent"]["tool"], "refund", "the approved call ran: {last}");
+    assert_eq!(exec.calls(), 1);
+}

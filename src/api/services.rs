@@ -404,8 +404,10 @@ impl pb::router_server::Router for RouterService {
         let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
         let cx = admit_call(&self.admission, &req, agent, run).await?;
         let outcomes = self.router.handle_many_as(&cx, &calls, format).await.map_err(to_status)?;
+        let typed = req.get_ref().calls.len();
         for (i, o) in outcomes.iter().enumerate() {
-            refuse_reused(o, &format!("calls[{i}]"))?;
+            let path = if i < typed { format!("calls[{i}]") } else { format!("provider_calls_json(call {})", i - typed) };
+            refuse_reused(o, &path)?;
         }
         let mut parts = Vec::new();
         let outcomes = outcomes

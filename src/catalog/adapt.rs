@@ -32,12 +32,15 @@ pub struct Adapted {
     pub gemini: String,
     /// What Gemini's subset could not keep (moved into descriptions, or cut).
     pub gemini_notes: Vec<String>,
+    /// Does Gemini's schema declare any parameter (a function without declares none)?
+    pub gemini_parameters: bool,
 }
 
 impl Adapted {
     pub fn of(schema: &Value) -> Adapted {
         let (gemini, gemini_notes) = gemini(schema);
-        Adapted { strict: openai_strict(schema).map(|s| s.to_string()), gemini: gemini.to_string(), gemini_notes }
+        let gemini_parameters = gemini.get("properties").and_then(Value::as_object).is_some_and(|p| !p.is_empty());
+        Adapted { strict: openai_strict(schema).map(|s| s.to_string()), gemini: gemini.to_string(), gemini_notes, gemini_parameters }
     }
 
     pub fn heap_bytes(&self) -> usize {
@@ -57,16 +60,21 @@ pub fn openai_strict(schema: &Value) -> Result<Value, String> {
     }
     let mut cx = StrictCx { root, properties: 0, enum_values: 0 };
     let mut out = cx.node(root, 0, "")?;
+    // `definitions` (draft 7) and `$defs` become one `$defs` (references are rewritten).
+    let mut adapted = Map::new();
     for defs_key in ["$defs", "definitions"] {
         if let Some(defs) = root.get(defs_key) {
             let defs = defs.as_object().ok_or("its definitions are not an object")?;
-            let mut adapted = Map::new();
             for (name, def) in defs {
                 let def = def.as_object().ok_or_else(|| format!("definition {name:?} is not an object schema"))?;
-                adapted.insert(name.clone(), Value::Object(cx.node(def, 0, name)?));
+                if adapted.insert(name.clone(), Value::Object(cx.node(def, 1, name)?)).is_some() {
+                    return Err(format!("definition {name:?} is in both $defs and definitions"));
+                }
             }
-            out.insert("$defs".into(), Value::Object(adapted));
         }
+    }
+    if !adapted.is_empty() {
+        out.insert("$defs".into(), Value::Object(adapted));
     }
     Ok(Value::Object(out))
 }
@@ -102,7 +110,9 @@ impl StrictCx<'_> {
                 "format" if v.as_str().is_some_and(|f| STRICT_FORMATS.contains(&f)) => {
                     out.insert(k.clone(), v.clone());
                 }
-                "properties" | "required" | "additionalProperties" | "$defs" | "definitions" => {}
+                "properties" | "required" | "additionalProperties" => {}
+                "$defs" | "definitions" if depth == 0 && at.is_empty() => {}
+                "$defs" | "definitions" => return Err(format!("{here} has definitions below the root")),
                 "items" => {
                     let items = v.as_object().ok_or_else(|| format!("{here} has tuple or boolean items"))?;
                     out.insert(k.clone(), Value::Object(self.node(items, depth + 1, at)?));
@@ -138,6 +148,9 @@ impl StrictCx<'_> {
                 _ => notes.push(format!("{k}: {}", compact(v))),
             }
         }
+        if s.get("type").is_some_and(|t| t == "array" || t.as_array().is_some_and(|ts| ts.contains(&json!("array")))) && !s.contains_key("items") {
+            return Err(format!("{here} is an array without items, which strict mode cannot express"));
+        }
         if object {
             let props = s.get("properties").map(|p| p.as_object().ok_or_else(|| format!("{here} has malformed properties"))).transpose()?;
             match s.get("additionalProperties") {
@@ -146,7 +159,8 @@ impl StrictCx<'_> {
                 Some(_) => return Err(format!("{here} accepts properties it does not name (a map), which strict mode cannot express")),
             }
             let Some(props) = props.filter(|p| !p.is_empty()) else {
-                if s.get("additionalProperties") != Some(&Value::Bool(false)) && depth > 0 {
+                // Only the root may be closed: a tool without parameters takes `{}`.
+                if s.get("additionalProperties") != Some(&Value::Bool(false)) && (depth > 0 || !at.is_empty()) {
                     return Err(format!("{here} is a free-form object, which strict mode cannot express"));
                 }
                 out.insert("properties".into(), json!({}));
@@ -180,8 +194,54 @@ impl StrictCx<'_> {
         if self.enum_values > STRICT_MAX_ENUM_VALUES {
             return Err(format!("it has over {STRICT_MAX_ENUM_VALUES} enum values"));
         }
-        Ok(with_notes(out, &notes))
+        let mut out = with_notes(out, &notes);
+        // A `$ref` stands alone in strict mode: what was next to it goes, bar the description.
+        if out.contains_key("$ref") && out.len() > 1 {
+            let r = out.remove("$ref").expect("checked");
+            let description = out.remove("description");
+            out = Map::from_iter([("anyOf".to_string(), json!([{ "$ref": r }]))]);
+            if let Some(d) = description {
+                out.insert("description".into(), d);
+            }
+        }
+        // Every other node needs a type: taken from its enum or const values, else refused.
+        if !out.contains_key("type") && !out.contains_key("$ref") && !out.contains_key("anyOf") {
+            let values: Vec<&Value> = match (out.get("enum"), out.get("const")) {
+                (Some(Value::Array(e)), _) => e.iter().collect(),
+                (_, Some(c)) => vec![c],
+                _ => Vec::new(),
+            };
+            let with_null = values.contains(&&Value::Null);
+            let values: Vec<&Value> = values.into_iter().filter(|v| !v.is_null()).collect();
+            let t = json_type_of(&values).ok_or_else(|| format!("{here} accepts values of any type, which strict mode cannot express"))?;
+            out.insert("type".into(), if with_null { json!([t, "null"]) } else { json!(t) });
+        }
+        Ok(out)
     }
+}
+
+/// The one JSON Schema type all these values have (integers count as numbers when mixed).
+fn json_type_of(values: &[&Value]) -> Option<&'static str> {
+    let kind = |v: &Value| match v {
+        Value::String(_) => "string",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_i64() || n.is_u64() => "integer",
+        Value::Number(_) => "number",
+        Value::Null => "null",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    };
+    let mut out: Option<&'static str> = None;
+    for v in values {
+        let k = kind(v);
+        out = Some(match (out, k) {
+            (None, k) => k,
+            (Some(a), b) if a == b => a,
+            (Some("integer"), "number") | (Some("number"), "integer") => "number",
+            _ => return None,
+        });
+    }
+    out
 }
 
 /// A schema that also takes null (strict mode makes optional properties required but
@@ -190,6 +250,15 @@ fn nullable(mut s: Map<String, Value>) -> Map<String, Value> {
     if s.contains_key("$ref") || s.contains_key("const") || s.contains_key("anyOf") || !(s.contains_key("type") || s.contains_key("enum")) {
         if let Some(Value::Array(branches)) = s.get_mut("anyOf") {
             branches.push(json!({"type": "null"}));
+            // A type next to the alternatives must let null through too.
+            match s.get_mut("type") {
+                Some(Value::String(t)) => {
+                    let t = std::mem::take(t);
+                    s.insert("type".into(), json!([t, "null"]));
+                }
+                Some(Value::Array(ts)) if !ts.contains(&json!("null")) => ts.push(json!("null")),
+                _ => {}
+            }
             return s;
         }
         let description = s.remove("description");
@@ -221,7 +290,7 @@ fn nullable(mut s: Map<String, Value>) -> Map<String, Value> {
 pub fn gemini(schema: &Value) -> (Value, Vec<String>) {
     let mut notes = Vec::new();
     let root = schema.as_object().cloned().unwrap_or_default();
-    let out = GeminiCx { root: &root, stack: Vec::new(), notes: &mut notes }.node(&root);
+    let out = GeminiCx { root: &root, stack: Vec::new(), notes: &mut notes, nodes: 0 }.node(&root);
     (Value::Object(out), notes)
 }
 
@@ -245,10 +314,23 @@ struct GeminiCx<'a> {
     root: &'a Map<String, Value>,
     stack: Vec<String>,
     notes: &'a mut Vec<String>,
+    /// Nodes written so far: inlining references can multiply a small schema.
+    nodes: usize,
 }
+
+/// Gemini schemas grow as references are inlined; past this many nodes the tool is offered
+/// with `parametersJsonSchema` instead.
+const GEMINI_MAX_NODES: usize = 5_000;
 
 impl GeminiCx<'_> {
     fn node(&mut self, s: &Map<String, Value>) -> Map<String, Value> {
+        self.nodes += 1;
+        if self.nodes > GEMINI_MAX_NODES {
+            if self.nodes == GEMINI_MAX_NODES + 1 {
+                self.notes.push(format!("unsupported size: over {GEMINI_MAX_NODES} nodes with references inlined"));
+            }
+            return Map::new();
+        }
         if let Some(r) = s.get("$ref").and_then(Value::as_str) {
             return self.inline(r, s);
         }
@@ -289,17 +371,16 @@ impl GeminiCx<'_> {
                         self.notes.push(format!("unsupported property name {bad:?}"));
                     }
                     let adapted: Map<String, Value> = props.iter().map(|(n, p)| (n.clone(), Value::Object(self.child(p)))).collect();
-                    out.insert("propertyOrdering".into(), Value::Array(props.keys().map(|n| Value::String(n.clone())).collect()));
-                    out.insert(k.clone(), Value::Object(adapted));
+                    let ordering = Value::Array(props.keys().map(|n| Value::String(n.clone())).collect());
+                    // Merged with what an `allOf` before it brought.
+                    merge(&mut out, Map::from_iter([(k.clone(), Value::Object(adapted)), ("propertyOrdering".to_string(), ordering)]));
                 }
-                "required" => {
-                    out.insert(k.clone(), v.clone());
-                }
+                "required" => merge(&mut out, Map::from_iter([(k.clone(), v.clone())])),
                 "items" => match v {
                     Value::Object(items) => {
                         out.insert(k.clone(), Value::Object(self.node(items)));
                     }
-                    _ => notes.push(format!("items: {}", compact(v))),
+                    _ => self.notes.push(format!("unsupported items: {}", compact(v))),
                 },
                 "anyOf" | "oneOf" => {
                     let branches: Vec<Value> = v.as_array().map(|b| b.iter().map(|b| Value::Object(self.child(b))).collect()).unwrap_or_default();
@@ -340,6 +421,20 @@ impl GeminiCx<'_> {
         }
         if out.contains_key("properties") && !out.contains_key("type") {
             out.insert("type".into(), json!("OBJECT"));
+        }
+        if out.contains_key("enum") && !out.contains_key("type") {
+            out.insert("type".into(), json!("STRING"));
+        }
+        if out.get("type") == Some(&json!("ARRAY")) && !out.contains_key("items") {
+            self.notes.push("unsupported array without items".into());
+        }
+        // `required` names only properties that are there.
+        let names: Vec<String> = out.get("properties").and_then(Value::as_object).map(|p| p.keys().cloned().collect()).unwrap_or_default();
+        if let Some(Value::Array(required)) = out.get_mut("required") {
+            required.retain(|r| r.as_str().is_some_and(|r| names.iter().any(|n| n == r)));
+            if required.is_empty() {
+                out.remove("required");
+            }
         }
         if !notes.is_empty() {
             self.notes.extend(notes.iter().cloned());
@@ -455,16 +550,26 @@ fn restore(v: &mut Value, s: &Map<String, Value>, root: &Map<String, Value>, dep
     }
     match v {
         Value::Object(obj) => {
+            // Object alternatives: a null goes when every alternative naming its key has it
+            // optional and not nullable (strict mode made it required there too).
+            for key in ["anyOf", "oneOf"] {
+                if let Some(Value::Array(branches)) = s.get(key) {
+                    let branches: Vec<&Map<String, Value>> = branches
+                        .iter()
+                        .filter_map(Value::as_object)
+                        .map(|b| b.get("$ref").and_then(Value::as_str).and_then(|r| resolve(root, r)).unwrap_or(b))
+                        .collect();
+                    obj.retain(|k, x| {
+                        let naming: Vec<&&Map<String, Value>> =
+                            branches.iter().filter(|b| b.get("properties").and_then(Value::as_object).is_some_and(|p| p.contains_key(k))).collect();
+                        !(x.is_null() && !naming.is_empty() && naming.iter().all(|b| omittable_null(b, k, root, depth)))
+                    });
+                }
+            }
             let Some(props) = s.get("properties").and_then(Value::as_object) else {
                 return;
             };
-            let required: Vec<&str> =
-                s.get("required").and_then(Value::as_array).map(|r| r.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
-            obj.retain(|k, x| {
-                !(x.is_null()
-                    && !required.contains(&k.as_str())
-                    && props.get(k).and_then(Value::as_object).is_some_and(|p| !accepts_null_in(p, root, depth)))
-            });
+            obj.retain(|k, x| !(x.is_null() && props.contains_key(k) && omittable_null(s, k, root, depth)));
             for (k, x) in obj.iter_mut() {
                 if let Some(p) = props.get(k).and_then(Value::as_object) {
                     restore(x, p, root, depth + 1);
@@ -482,11 +587,27 @@ fn restore(v: &mut Value, s: &Map<String, Value>, root: &Map<String, Value>, dep
     }
 }
 
-/// Does a schema take null (references followed in `root`)?
+/// Is `key` of object schema `s` optional, with a schema that does not take null?
+fn omittable_null(s: &Map<String, Value>, key: &str, root: &Map<String, Value>, depth: usize) -> bool {
+    let required = s.get("required").and_then(Value::as_array).is_some_and(|r| r.iter().any(|n| n == key));
+    !required && s.get("properties").and_then(|p| p.get(key)).and_then(Value::as_object).is_some_and(|p| !accepts_null_in(p, root, depth))
+}
+
+/// Does a schema take null (references followed in `root`)? Judged within a step budget:
+/// past it, yes (the null is kept and the validator judges it).
 fn accepts_null_in(s: &Map<String, Value>, root: &Map<String, Value>, depth: usize) -> bool {
+    let mut budget = 256usize;
+    takes_null(s, root, depth, &mut budget)
+}
+
+fn takes_null(s: &Map<String, Value>, root: &Map<String, Value>, depth: usize, budget: &mut usize) -> bool {
+    if *budget == 0 {
+        return true;
+    }
+    *budget -= 1;
     if let Some(r) = s.get("$ref").and_then(Value::as_str) {
         return match resolve(root, r) {
-            Some(t) if depth < MAX_REF_DEPTH => accepts_null_in(t, root, depth + 1),
+            Some(t) if depth < MAX_REF_DEPTH => takes_null(t, root, depth + 1, budget),
             // Unknown: keep the null and let the validator judge.
             _ => true,
         };
@@ -499,7 +620,7 @@ fn accepts_null_in(s: &Map<String, Value>, root: &Map<String, Value>, depth: usi
     }
     for k in ["anyOf", "oneOf"] {
         if let Some(Value::Array(branches)) = s.get(k) {
-            return branches.iter().any(|b| b.as_object().is_none_or(|b| accepts_null_in(b, root, depth + 1)));
+            return branches.iter().any(|b| b.as_object().is_none_or(|b| takes_null(b, root, depth + 1, budget)));
         }
     }
     match s.get("type") {
@@ -669,5 +790,45 @@ mod tests {
         let mut args = json!({"q": null, "limit": null, "note": null, "at": {"city": "Oslo", "zip": null}, "list": [{"x": null}]});
         restore_omitted(&mut args, &schema);
         assert_eq!(args, json!({"q": null, "note": null, "at": {"city": "Oslo"}, "list": [{}]}));
+        let alternatives = json!({"type": "object", "properties": {"pay": {"anyOf": [
+            {"type": "object", "properties": {"card": {"type": "string"}, "cvc": {"type": "string"}, "memo": {"type": "string"}}, "required": ["card"]},
+            {"type": "object", "properties": {"iban": {"type": "string"}, "memo": {"type": ["string", "null"]}}, "required": ["iban"]}
+        ]}}});
+        let mut args = json!({"pay": {"card": "4242", "cvc": null, "memo": null}});
+        restore_omitted(&mut args, &alternatives);
+        assert_eq!(args, json!({"pay": {"card": "4242", "memo": null}}), "memo takes null in one alternative: kept");
+    }
+
+    #[test]
+    fn adaptation_stays_bounded_on_references_that_fan_out() {
+        // d0 → d1 → … → d15, each with 8 references to the next: 8^16 nodes if inlined.
+        let mut defs = Map::new();
+        for i in 0..16 {
+            let props: Map<String, Value> = (0..8).map(|k| (format!("p{k}"), json!({"$ref": format!("#/$defs/d{}", i + 1)}))).collect();
+            defs.insert(format!("d{i}"), json!({"type": "object", "properties": props}));
+        }
+        defs.insert("d16".into(), json!({"type": "string"}));
+        let schema = json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/d0"}}, "$defs": defs});
+        let (_, notes) = gemini(&schema);
+        assert!(notes.iter().any(|n| n.starts_with("unsupported size")), "{notes:?}");
+        let mut args = json!({"x": null});
+        restore_omitted(&mut args, &schema);
+        assert_eq!(args, json!({}));
+    }
+
+    #[test]
+    fn strict_mode_gives_every_node_a_type_and_a_ref_no_siblings() {
+        let s = strict(json!({"type": "object", "properties": {
+            "at": {"$ref": "#/$defs/p", "description": "Where."},
+            "kind": {"enum": ["a", "b"]},
+            "n": {"const": 3}
+        }, "required": ["at", "kind", "n"], "$defs": {"p": {"type": "string"}}}));
+        assert_eq!(s["properties"]["at"], json!({"anyOf": [{"$ref": "#/$defs/p"}], "description": "Where."}));
+        assert_eq!(s["properties"]["kind"]["type"], "string");
+        assert_eq!(s["properties"]["n"]["type"], "integer");
+        let e = openai_strict(&json!({"type": "object", "properties": {"v": {"description": "anything"}}})).unwrap_err();
+        assert!(e.contains("any type"), "{e}");
+        let e = openai_strict(&json!({"type": "object", "properties": {"v": {"type": "array"}}})).unwrap_err();
+        assert!(e.contains("without items"), "{e}");
     }
 }

@@ -299,14 +299,24 @@ impl Router {
         }
     }
 
-    /// Where a deferred record stands now: `Some` with its result once resolved, `None` while
-    /// pending or executing; an error once it expired or for an unknown id.
+    /// Where a deferred record stands now: `Some` with its result once resolved (or, for an
+    /// approved client tool, what approving it answers), `None` while pending or executing;
+    /// an error once it expired or for an unknown id.
     pub async fn deferred_result(&self, tenant: &str, id: &str) -> Result<Option<Reply>> {
         let row = self.registry.store().get_deferred(tenant, id).await?.ok_or_else(|| not_found(id))?;
         if expired(&row, self.now()) {
             return Err(expired_error(id));
         }
+        if row.result.is_none() && row.state == DeferredState::Pending.as_str() && row.resolution.is_some() {
+            let record: DeferredRecord = serde_json::from_str(&row.record).map_err(|e| Error::Internal(e.to_string()))?;
+            return Ok(Some(client_execution_pending(&record.call).into()));
+        }
         row.result.as_deref().map(Reply::decode).transpose().map_err(|e| Error::Internal(e.to_string()))
+    }
+
+    /// The agent and run a deferred record belongs to, if the tenant has it.
+    pub async fn deferred_owner(&self, tenant: &str, id: &str) -> Result<Option<(String, String)>> {
+        Ok(self.registry.store().get_deferred(tenant, id).await?.map(|row| (row.agent_id, row.run_id)))
     }
 
     /// `ListDeferred`: records of an agent, optionally one run and one state, oldest first.

@@ -12,6 +12,7 @@ use super::{Outcome, Router};
 use crate::admission::CallContext;
 use crate::call::{ModelFault, ToolCall};
 use crate::catalog::adapt::Adapted;
+use crate::catalog::validate::MAX_EXPOSED_NAME;
 use crate::catalog::{Catalog, Profile};
 use crate::control::ModelTool;
 use crate::control::discovery;
@@ -105,7 +106,19 @@ pub fn render_tools(catalog: &Catalog, tools: &[ModelTool], format: Format, defe
         list.push(owned(catalog, m, false));
     }
     let is_loaded = |i: u32| loaded.iter().any(|m| m.index == Some(i));
-    list.extend(catalog.grouped_by_name.iter().filter(|&&i| !is_loaded(i)).map(|&i| catalog_tool(catalog, i, true)));
+    let mut too_long = 0;
+    for &i in catalog.grouped_by_name.iter().filter(|&&i| !is_loaded(i)) {
+        if catalog.tool(i).name.len() > MAX_EXPOSED_NAME {
+            too_long += 1;
+            continue;
+        }
+        list.push(catalog_tool(catalog, i, true));
+    }
+    if too_long > 0 {
+        extra.push(format!(
+            "{too_long} grouped tools are not offered with defer_loading: their canonical names are longer than the providers' {MAX_EXPOSED_NAME} characters"
+        ));
+    }
     let mut rendered = render(format, &list);
     rendered.diagnostics.extend(extra);
     rendered
@@ -116,7 +129,11 @@ impl Router {
     /// call (pure, like discovery); `None` for any other call.
     pub(super) async fn answer_tool_search(&self, cx: &CallContext, catalog: &Catalog, call: &ToolCall, format: Format) -> Option<Outcome> {
         let responses_search = format == Format::OpenAiResponses && call.tool_name == RESPONSES_TOOL_SEARCH;
-        if !format.defers_loading() || !(responses_search || call.tool_name == search_tool_name(catalog)) {
+        // A tool of the catalog with the search tool's name stays that tool.
+        let named_search = call.tool_name == search_tool_name(catalog)
+            && catalog.direct_tool(&call.tool_name).is_none()
+            && catalog.by_canonical(&call.tool_name).is_none();
+        if !format.defers_loading() || !(responses_search || named_search) {
             return None;
         }
         let bad = |m: &str| {
@@ -143,7 +160,11 @@ impl Router {
             Ok(p) => p,
             Err(e) => return Some(Outcome::Fault(e.fault(catalog))),
         };
-        let hits: Vec<u32> = page.tools.into_iter().filter(|i| !catalog.pinned.contains(i) && !hot.contains(i)).collect();
+        let hits: Vec<u32> = page
+            .tools
+            .into_iter()
+            .filter(|i| !catalog.pinned.contains(i) && !hot.contains(i) && catalog.tool(*i).name.len() <= MAX_EXPOSED_NAME)
+            .collect();
         let names = hits.iter().map(|&i| catalog.tool(i).name.clone()).collect();
         let tools_json = (format == Format::OpenAiResponses).then(|| {
             let list: Vec<Owned> = hits.iter().map(|&i| catalog_tool(catalog, i, true)).collect();

@@ -57,8 +57,9 @@ fn parts(format: Format, v: &Value) -> Result<(&Vec<Value>, &'static str), Shape
     };
     match obj.get(key) {
         Some(Value::Array(a)) => Ok((a, field_path(key))),
-        // A Chat message without tool calls, an Anthropic message of text only.
+        // A Chat message without tool calls; an Anthropic message whose content is a string.
         None | Some(Value::Null) if format == Format::OpenAiChat => Ok((empty(), "")),
+        Some(Value::String(_)) if format == Format::Anthropic => Ok((empty(), "")),
         _ => Err(ShapeError::new(format!(".{key}"), format!("the message's {key} must be an array"))),
     }
 }

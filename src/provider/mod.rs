@@ -51,20 +51,23 @@ impl ShapeError {
 }
 
 /// Gemini function names start with a letter or an underscore; toolrouter's may start with
-/// a digit or a dash, which get a leading underscore.
+/// a digit or a dash. Such a name gets a leading underscore, and so does a name that would
+/// read back as one (`_1x` → `__1x`), so every name has its own Gemini name.
 pub fn gemini_name(name: &str) -> std::borrow::Cow<'_, str> {
-    match name.as_bytes().first() {
-        Some(b) if b.is_ascii_alphabetic() || *b == b'_' => name.into(),
-        _ => format!("_{name}").into(),
-    }
+    if needs_escape(name) { format!("_{name}").into() } else { name.into() }
 }
 
 /// The toolrouter name of a Gemini function name (undoes [`gemini_name`]).
 pub fn from_gemini_name(name: &str) -> &str {
-    match name.as_bytes() {
-        [b'_', second, ..] if !(second.is_ascii_alphabetic() || *second == b'_') => &name[1..],
+    match name.strip_prefix('_') {
+        Some(rest) if needs_escape(rest) => rest,
         _ => name,
     }
+}
+
+/// After its leading underscores, does the name go on with something other than a letter?
+fn needs_escape(name: &str) -> bool {
+    name.trim_start_matches('_').as_bytes().first().is_some_and(|b| !b.is_ascii_alphabetic())
 }
 
 /// The text a model reads for a result: a JSON string is its text, anything else its JSON.
@@ -81,12 +84,14 @@ mod tests {
 
     #[test]
     fn gemini_names_escape_a_leading_digit_or_dash_and_read_back() {
-        for name in ["lookup", "_private", "1st", "-x", "a-b"] {
+        for name in ["lookup", "_private", "1st", "-x", "a-b", "_1st", "__1st", "_-x", "_", "__"] {
             let g = gemini_name(name);
             assert!(g.as_bytes()[0].is_ascii_alphabetic() || g.starts_with('_'), "{g}");
             assert_eq!(from_gemini_name(&g), name);
         }
         assert_eq!(gemini_name("1st"), "_1st");
+        assert_eq!(gemini_name("_1st"), "__1st");
+        assert_ne!(gemini_name("_1st"), gemini_name("1st"));
     }
 
     #[test]

@@ -54,7 +54,12 @@ fn text_part(format: Format, call: &ToolCall, content_json: &str, is_error: bool
         Format::OpenAiChat => json!({"role": "tool", "tool_call_id": id, "content": result_text(content_json)}),
         Format::OpenAiResponses => json!({"type": "function_call_output", "call_id": id, "output": result_text(content_json)}),
         Format::Anthropic => {
-            let mut block = json!({"type": "tool_result", "tool_use_id": id, "content": result_text(content_json)});
+            // Anthropic refuses an error result without content.
+            let text = match result_text(content_json) {
+                t if t.trim().is_empty() && is_error => "The tool failed without a message.".to_string(),
+                t => t,
+            };
+            let mut block = json!({"type": "tool_result", "tool_use_id": id, "content": text});
             if is_error {
                 block["is_error"] = Value::Bool(true);
             }

@@ -185,7 +185,7 @@ pub fn tools_json(format: Format, tools: &[ToolSpec]) -> Rendered {
                 .iter()
                 .enumerate()
                 .map(|(i, t)| {
-                    let empty = t.schema.get("properties").and_then(Value::as_object).is_none_or(Map::is_empty);
+                    let empty = !t.adapted.gemini_parameters;
                     GeminiDeclaration {
                         name: &names[i],
                         description: t.description,

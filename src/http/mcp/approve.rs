@@ -1,10 +1,13 @@
-//! Approvals through MCP elicitation (issue 16): a client that declared form elicitation is
-//! asked, in the stream of its `tools/call`, whether an approval-gated call may run. The
-//! question's JSON-RPC id names the deferred record, so the client's answer (a POST that any
-//! replica may receive) resolves the durable record; the stream waits for the record, not
-//! for a reply in this replica's memory, and ends with the call's result. Clients that did
-//! not declare elicitation get a result saying the approval is pending and how to resolve it.
+//! Approvals through MCP elicitation (issue 16): a session client that declared form
+//! elicitation is asked, in the stream of its `tools/call`, whether an approval-gated call may
+//! run. The question's JSON-RPC id names the deferred record, so the client's answer (a POST
+//! that any replica may receive) resolves the durable record, if it comes from the session
+//! the record belongs to; the stream waits for the record, not for a reply in this replica's
+//! memory, and ends with the call's result. Other clients get a result saying the approval is
+//! pending and how it gets resolved. Stateless requests (no session, so no run to bind an
+//! answer to) are not asked.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -25,6 +28,44 @@ pub const ELICITS_SUFFIX: &str = "-e";
 const WAIT_FOR_ANSWER: Duration = Duration::from_secs(10 * 60);
 /// A comment line this often keeps proxies from closing the waiting stream.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Questions waiting at once, per replica and per tenant; beyond, the pending answer.
+const MAX_WAITING: usize = 1_000;
+const MAX_WAITING_PER_TENANT: usize = 100;
+
+/// The approval streams open on this replica.
+#[derive(Default)]
+pub struct Waiting(Mutex<HashMap<String, usize>>);
+
+/// A place among the waiting streams, given back when dropped.
+struct Place {
+    waiting: Arc<Waiting>,
+    tenant: String,
+}
+
+impl Waiting {
+    fn enter(self: &Arc<Self>, tenant: &str) -> Option<Place> {
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let total: usize = m.values().sum();
+        let mine = m.get(tenant).copied().unwrap_or(0);
+        if total >= MAX_WAITING || mine >= MAX_WAITING_PER_TENANT {
+            return None;
+        }
+        m.insert(tenant.to_string(), mine + 1);
+        Some(Place { waiting: self.clone(), tenant: tenant.to_string() })
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut m = self.waiting.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = m.get_mut(&self.tenant) {
+            *n -= 1;
+            if *n == 0 {
+                m.remove(&self.tenant);
+            }
+        }
+    }
+}
 
 /// Set by the `tools/call` handler when its call awaits an approval the client can give.
 #[derive(Clone, Default)]
@@ -44,13 +85,9 @@ impl ApprovalSlot {
     }
 }
 
-/// Does the client take form elicitation: declared at `initialize` (its session id says so)
-/// or in the request's `_meta` client capabilities (stateless requests)?
-pub fn client_elicits(session: Option<&str>, meta: Option<&serde_json::Map<String, Value>>) -> bool {
-    if session.is_some_and(|s| s.ends_with(ELICITS_SUFFIX)) {
-        return true;
-    }
-    meta.and_then(|m| m.get("io.modelcontextprotocol/clientCapabilities")).and_then(|c| c.get("elicitation")).is_some_and(form_mode)
+/// Did the session's client declare form elicitation at `initialize` (its id says so)?
+pub fn client_elicits(session: Option<&str>) -> bool {
+    session.is_some_and(|s| s.ends_with(ELICITS_SUFFIX))
 }
 
 /// An elicitation capability with form mode (an empty one means form, for older clients).
@@ -95,9 +132,22 @@ pub fn answered(id: &Value) -> Option<&str> {
 
 /// Applies the client's answer: accepted with `approve` runs the call (exactly once, like
 /// `ResolveDeferred`), accepted without it or declined denies it; cancelled (dismissed)
-/// leaves it pending. The client gets 202 whatever came of it: the question's stream
-/// carries the outcome.
-pub async fn apply_answer(router: &Arc<Router>, rq: &RequestContext, deferred_id: &str, result: Option<&Value>) -> Response {
+/// leaves it pending. Only the session the record belongs to (its run, agent and tenant),
+/// opened by a client that elicits, may answer; others get 404. The client gets 202 whatever
+/// the resolution came to: the question's stream carries the outcome.
+pub async fn apply_answer(
+    router: &Arc<Router>,
+    rq: &RequestContext,
+    to: (&str, Option<&str>),
+    deferred_id: &str,
+    result: Option<&Value>,
+) -> Response {
+    let (agent_id, session) = to;
+    let owner = router.deferred_owner(&rq.tenant, deferred_id).await.ok().flatten();
+    let asked = client_elicits(session) && owner.is_some_and(|(agent, run)| agent == agent_id && Some(run.as_str()) == session);
+    if !asked {
+        return (http::StatusCode::NOT_FOUND, "no such question in this session").into_response();
+    }
     let action = result.and_then(|r| r.get("action")).and_then(Value::as_str).unwrap_or("cancel");
     let content = result.and_then(|r| r.get("content"));
     let resolution = match action {
@@ -122,6 +172,7 @@ pub async fn apply_answer(router: &Arc<Router>, rq: &RequestContext, deferred_id
 /// the call's result; the pending result if nobody answers in time or the server stops.
 pub fn stream(
     router: Arc<Router>,
+    waiting: &Arc<Waiting>,
     tenant: String,
     slot: &ApprovalSlot,
     request_id: Value,
@@ -129,8 +180,10 @@ pub fn stream(
     stop: CancellationToken,
 ) -> Option<Response> {
     let call = slot.take()?;
+    let place = waiting.enter(&tenant)?;
     let (tx, rx) = tokio::sync::mpsc::channel::<Result<bytes::Bytes, std::convert::Infallible>>(4);
     tokio::spawn(async move {
+        let _place = place;
         let event = |v: &Value| bytes::Bytes::from(format!("event: message\ndata: {v}\n\n"));
         if tx.send(Ok(event(&question(&call)))).await.is_err() {
             return;
@@ -141,6 +194,8 @@ pub fn stream(
         let reply = loop {
             tokio::select! {
                 _ = stop.cancelled() => break None,
+                // The client went away: nobody to tell.
+                _ = tx.closed() => return,
                 _ = tokio::time::sleep(pause) => {}
             }
             match router.deferred_result(&tenant, &call.deferred_id).await {
@@ -157,7 +212,7 @@ pub fn stream(
                 }
                 last_sign = tokio::time::Instant::now();
             }
-            pause = (pause * 2).min(Duration::from_millis(500));
+            pause = (pause * 2).min(Duration::from_secs(1));
         };
         let last = match reply {
             Some(reply) => {
@@ -177,14 +232,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn form_elicitation_is_read_from_the_session_id_or_the_requests_capabilities() {
-        assert!(client_elicits(Some("abc-e"), None));
-        assert!(!client_elicits(Some("abc"), None));
-        let meta = |e: Value| json!({"io.modelcontextprotocol/clientCapabilities": {"elicitation": e}}).as_object().unwrap().clone();
-        assert!(client_elicits(None, Some(&meta(json!({})))));
-        assert!(client_elicits(None, Some(&meta(json!({"form": {}, "url": {}})))));
-        assert!(!client_elicits(None, Some(&meta(json!({"url": {}})))));
+    fn form_elicitation_is_read_from_the_session_id() {
+        assert!(client_elicits(Some("abc-e")));
+        assert!(!client_elicits(Some("abc")));
+        assert!(!client_elicits(None));
+        assert!(form_mode(&json!({})) && form_mode(&json!({"form": {}, "url": {}})) && !form_mode(&json!({"url": {}})));
         assert_eq!(answered(&json!("toolrouter-approval-d1")), Some("d1"));
         assert_eq!(answered(&json!(7)), None);
+    }
+
+    #[test]
+    fn waiting_questions_are_capped_per_tenant_and_given_back() {
+        let w = Arc::new(Waiting::default());
+        let places: Vec<Place> = (0..MAX_WAITING_PER_TENANT).map(|_| w.enter("t").expect("room")).collect();
+        assert!(w.enter("t").is_none(), "the tenant's cap");
+        assert!(w.enter("u").is_some(), "another tenant has room");
+        drop(places);
+        assert!(w.0.lock().unwrap().is_empty(), "every place given back");
     }
 }

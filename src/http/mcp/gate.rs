@@ -27,6 +27,7 @@ pub struct Gate {
     pub sessions: Arc<Sessions>,
     /// Cancelled when the server stops: approval streams end with the pending result.
     pub stop: tokio_util::sync::CancellationToken,
+    pub waiting: Arc<approve::Waiting>,
 }
 
 /// A POST's body: a JSON-RPC message for rmcp, or a client's answer to one of toolrouter's
@@ -105,7 +106,7 @@ impl Gate {
             (None, _) => {}
         }
         if let Some((deferred_id, result)) = answer {
-            return approve::apply_answer(&self.router, &request, &deferred_id, result.as_ref()).await;
+            return approve::apply_answer(&self.router, &request, (&agent_id, session.as_deref()), &deferred_id, result.as_ref()).await;
         }
         let mut opening = None;
         if session.is_none()
@@ -158,7 +159,9 @@ impl Gate {
         let asked =
             parts.status.is_success() && parts.headers.get(http::header::CONTENT_TYPE).is_some_and(|c| c.as_bytes().starts_with(b"application/json"));
         match asked
-            .then(|| approve::stream(self.router.clone(), principal.tenant.clone(), &slot, call_id, pending.clone(), self.stop.clone()))
+            .then(|| {
+                approve::stream(self.router.clone(), &self.waiting, principal.tenant.clone(), &slot, call_id, pending.clone(), self.stop.clone())
+            })
             .flatten()
         {
             Some(streamed) => streamed,

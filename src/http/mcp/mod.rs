@@ -81,7 +81,8 @@ pub fn routes(
         .with_json_response(true);
     let service: StreamableHttpService<AgentMcp, LocalSessionManager> =
         StreamableHttpService::new(move || Ok(handler.clone()), Default::default(), server_config);
-    let gate = Arc::new(gate::Gate { router, guard, body_timeout: config.body_timeout, sessions, stop: cancel_for_gate });
+    let gate =
+        Arc::new(gate::Gate { router, guard, body_timeout: config.body_timeout, sessions, stop: cancel_for_gate, waiting: Default::default() });
     axum::Router::new().route_service("/mcp/agents/{agent}", service.clone()).route_service("/mcp/agents/{agent}/versions/{version}", service).layer(
         axum::middleware::from_fn(move |req: axum::extract::Request, next: axum::middleware::Next| {
             let gate = gate.clone();
@@ -185,8 +186,7 @@ impl ServerHandler for AgentMcp {
             && let Some(slot) = parts.extensions.get::<approve::ApprovalSlot>()
         {
             let session = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok());
-            let meta = request.meta.as_ref().and_then(|m| serde_json::to_value(m).ok());
-            if approve::client_elicits(session, meta.as_ref().and_then(Value::as_object)) {
+            if approve::client_elicits(session) {
                 slot.fill(d.clone());
             }
         }

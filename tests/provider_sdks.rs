@@ -194,3 +194,22 @@ async fn every_formats_tools_results_and_sample_responses_pass_the_providers_own
     assert!(report.lines().filter(|l| l.starts_with("ok ")).count() >= 20, "the checker checked too little:\n{report}");
     assert_eq!(exec.calls(), 15, "three calls ran per format");
 }
+
+#[tokio::test]
+async fn the_readme_host_loops_run_as_written_against_the_server() {
+    let grpc_tools = Command::new("python3").args(["-c", "import grpc_tools.protoc, grpc"]).stdout(Stdio::null()).stderr(Stdio::null()).status();
+    if !python_sdks() || !grpc_tools.is_ok_and(|s| s.success()) {
+        println!("SKIP: the provider SDKs or grpcio-tools are not importable; run `python3 -m pip install grpcio grpcio-tools`");
+        return;
+    }
+    let exec = spawn_executor(Behaviour::Echo).await;
+    let s = TestServer::start().await;
+    s.create("crm-agent", crm_definition(&exec.endpoint())).await;
+    let script = format!("{}/tests/providers/readme_loops.py", env!("CARGO_MANIFEST_DIR"));
+    let addr = s.server.grpc_addr.to_string();
+    let out = tokio::task::spawn_blocking(move || Command::new("python3").arg(script).arg(addr).output()).await.unwrap().expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "README loops failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.lines().filter(|l| l.contains("printed 'Customer 42 is Ada.'")).count(), 4, "{stdout}");
+    assert!(exec.calls() >= 4, "every loop reached the executor");
+}

@@ -382,3 +382,28 @@ async fn provider_calls_that_are_not_the_formats_shape_are_invalid_argument_with
     let r = provider_calls(&s, "r1", pb::ToolFormat::Anthropic, &json!([{"type": "text", "text": "hi"}])).await.unwrap();
     assert_eq!((r.outcomes.len(), r.provider_results_json.as_str()), (0, "null"));
 }
+
+#[tokio::test]
+async fn a_tool_named_like_the_search_tool_keeps_its_name_and_its_calls() {
+    let exec = spawn_executor(Behaviour::Echo).await;
+    let s = TestServer::start().await;
+    let mut def = definition(&exec.endpoint());
+    def.sources.push(function_source(
+        "own-search",
+        &exec.endpoint(),
+        vec![tool("tool_search", "Search the web.", json!({"type": "object", "properties": {"q": {"type": "string"}}}))],
+    ));
+    s.create("a", def).await;
+    let listed = tools_as(&s, "r1", pb::ToolFormat::Anthropic, true).await;
+    let tools: Value = serde_json::from_str(&listed.tools_json).unwrap();
+    let named: Vec<&Value> = tools.as_array().unwrap().iter().filter(|t| t["name"] == "tool_search").collect();
+    assert_eq!(named.len(), 1);
+    assert_eq!(named[0]["description"], "Search the web.", "the agent's own tool, not the search tool");
+    assert!(listed.diagnostics.iter().any(|d| d.contains("no search tool")), "{:?}", listed.diagnostics);
+    let call = json!([{"type": "tool_use", "id": "toolu_1", "name": "tool_search", "input": {"q": "rust"}}]);
+    let r = provider_calls(&s, "r1", pb::ToolFormat::Anthropic, &call).await.unwrap();
+    let message: Value = serde_json::from_str(&r.provider_results_json).unwrap();
+    assert!(message["content"][0]["content"].as_str().unwrap().contains("\"tool\":\"tool_search\""), "the tool ran: {message}");
+    let responses: Value = serde_json::from_str(&tools_as(&s, "r2", pb::ToolFormat::OpenaiResponses, true).await.tools_json).unwrap();
+    assert_eq!(responses[0]["type"], "tool_search", "Responses' search tool has no name to collide with");
+}

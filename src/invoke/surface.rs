@@ -95,16 +95,20 @@ pub fn render_tools(catalog: &Catalog, tools: &[ModelTool], format: Format, defe
     let search = search_tool_name(catalog).to_string();
     let schema: Value = serde_json::from_str(SEARCH_SCHEMA).expect("the search schema is JSON");
     let adapted = Arc::new(Adapted::of(&schema));
-    let mut list = vec![Owned { name: search.clone(), description: SEARCH_DESCRIPTION.into(), schema, adapted, deferred: false, search: true }];
+    let mut list = Vec::new();
     let mut extra = Vec::new();
-    let loaded: Vec<&ModelTool> = tools.iter().filter(|m| m.index.is_some()).collect();
-    for m in &loaded {
-        if m.name == search {
-            extra.push(format!("tool {:?} is not offered with defer_loading: the search tool has its name", m.name));
-            continue;
-        }
-        list.push(owned(catalog, m, false));
+    // Anthropic's search tool is named; a tool of the agent with that name keeps it (and
+    // its calls), and there is no search tool. Responses' search tool has no name.
+    let taken = catalog.direct_tool(&search).is_some() || catalog.by_canonical(&search).is_some();
+    if taken && format == Format::Anthropic {
+        extra.push(format!(
+            "defer_loading offers no search tool: a tool of the agent is named {search:?}; rename the control tool (control names) to get one"
+        ));
+    } else {
+        list.push(Owned { name: search.clone(), description: SEARCH_DESCRIPTION.into(), schema, adapted, deferred: false, search: true });
     }
+    let loaded: Vec<&ModelTool> = tools.iter().filter(|m| m.index.is_some()).collect();
+    list.extend(loaded.iter().map(|m| owned(catalog, m, false)));
     let is_loaded = |i: u32| loaded.iter().any(|m| m.index == Some(i));
     let mut too_long = 0;
     for &i in catalog.grouped_by_name.iter().filter(|&&i| !is_loaded(i)) {

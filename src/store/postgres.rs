@@ -1,3 +1,6 @@
+//! This file is long because it holds every store statement of the PostgreSQL backend,
+//! written out side by side with `sqlite.rs` so the two change together.
+//!
 //! The PostgreSQL backend: one database shared by several replicas. Same methods and
 //! behaviour as the SQLite backend (sqlite.rs), written side by side: `$n` placeholders,
 //! BIGINT columns, byte-order (`COLLATE "C"`) keys. Where SQLite relies on `BEGIN IMMEDIATE`
@@ -8,9 +11,6 @@
 //!
 //! Connections are plain TCP: no TLS backend is compiled in (`sslmode=prefer`, the default,
 //! falls back to plain; `sslmode=require` fails at start-up with a clear error).
-//!
-//! This file is long because it holds every store statement of the PostgreSQL backend,
-//! written out side by side with `sqlite.rs` so the two change together.
 
 use std::str::FromStr;
 use std::time::Duration;

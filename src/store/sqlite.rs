@@ -1,3 +1,6 @@
+//! This file is long because it holds every store statement of the embedded backend, written
+//! out side by side with `postgres.rs` so the two change together.
+//!
 //! The embedded backend: one SQLite file (WAL, `synchronous=NORMAL`, busy timeout), through
 //! rusqlite.
 //!
@@ -13,9 +16,6 @@
 //! copying it back into the database file (and its fsync).
 //! `BEGIN IMMEDIATE` keeps read-then-write transactions free of concurrent change even when
 //! another process opens the same file.
-//!
-//! This file is long because it holds every store statement of the embedded backend, written
-//! out side by side with `postgres.rs` so the two change together.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};

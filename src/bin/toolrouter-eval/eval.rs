@@ -1,3 +1,6 @@
+//! This file is long because the harness is one pipeline (load sets, build catalogs, rank with
+//! each ranker, score, report) that reads best in one place.
+//!
 //! Retrieval evaluation harness (`toolrouter-eval`): loads the labelled tool catalogs
 //! (`tools.jsonl` + `queries.jsonl` per set; sets without queries are skipped), builds each
 //! catalog as toolrouter would see it (SPEC §3 names, see `build_catalog`), and measures the

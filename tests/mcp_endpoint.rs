@@ -452,6 +452,21 @@ async fn only_the_asked_session_can_answer_an_approval_question_and_its_answer_r
     assert!(pending.records.iter().any(|r| r.call.as_ref().unwrap().deferred_id == deferred_id), "still pending");
     assert_eq!(exec.calls(), 0);
 
+    // Dismissing the question leaves the record pending (the host can still resolve it).
+    let dismissed = json!({"jsonrpc": "2.0", "id": id, "result": {"action": "cancel"}});
+    assert_eq!(post_raw(&client, &url, Some(&asked), &dismissed).await.status(), 202);
+    let record = s
+        .router()
+        .list_deferred(pb::ListDeferredRequest { agent_id: "crm".into(), ..Default::default() })
+        .await
+        .unwrap()
+        .into_inner()
+        .records
+        .into_iter()
+        .find(|r| r.call.as_ref().unwrap().deferred_id == deferred_id)
+        .unwrap();
+    assert_eq!(record.state, pb::DeferredState::Pending as i32);
+
     assert_eq!(post_raw(&client, &url, Some(&asked), &answer).await.status(), 202);
     let last = next_event(&mut stream, &mut buffer).await;
     assert_eq!(last["id"], 7, "{last}");

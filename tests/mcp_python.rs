@@ -118,6 +118,17 @@ async fn a_python_mcp_server_is_a_source_with_a_session_per_run() {
     assert!(is_error && r["error"] == "invalid_arguments", "{r}");
 }
 
+/// Runs tests/mcp/python_client.py against the endpoint of `agent` (answering elicitations
+/// with `answer`, if given); the report it prints.
+async fn python_client(s: &TestServer, agent: &str, calls: Value, answer: Option<Value>) -> Value {
+    let url = format!("http://{}/mcp/agents/{agent}", s.server.http_addr);
+    let mut args = vec![script("python_client.py"), url, calls.to_string()];
+    args.extend(answer.map(|a| a.to_string()));
+    let out = python(args, None).await;
+    assert!(out.status.success(), "client failed: {}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).expect("the client prints JSON")
+}
+
 #[tokio::test]
 async fn the_python_mcp_client_lists_and_calls_through_the_endpoint() {
     if !python_mcp() {
@@ -126,19 +137,12 @@ async fn the_python_mcp_client_lists_and_calls_through_the_endpoint() {
     let exec = spawn_executor(Behaviour::Echo).await;
     let s = TestServer::start().await;
     s.create("crm", crm_definition(&exec.endpoint())).await;
-    let url = format!("http://{}/mcp/agents/crm", s.server.http_addr);
     let calls = json!([
         {"name": "discover_tools", "arguments": {"query": "customer name", "group": "crm"}},
         {"name": "call_tool", "arguments": {"group": "crm", "tool": "customer_name", "arguments": {"customer_id": 42}}},
         {"name": "call_tool", "arguments": {"group": "crm", "tool": "customer_name", "arguments": {"customer_id": "x"}}},
     ]);
-    // Off the runtime: the server keeps serving on it while the client runs.
-    let out = tokio::task::spawn_blocking(move || Command::new("python3").arg(script("python_client.py")).arg(&url).arg(calls.to_string()).output())
-        .await
-        .unwrap()
-        .expect("python3 runs");
-    assert!(out.status.success(), "client failed: {}", String::from_utf8_lossy(&out.stderr));
-    let report: Value = serde_json::from_slice(&out.stdout).expect("the client prints JSON");
+    let report = python_client(&s, "crm", calls, None).await;
 
     let expected = s.model_tools("crm", run_ctx("")).await;
     let listed: Vec<(&str, &Value)> = report["tools"].as_array().unwrap().iter().map(|t| (t["name"].as_str().unwrap(), &t["input_schema"])).collect();
@@ -165,23 +169,6 @@ fn crm_with_refund(endpoint: &str) -> pb::AgentDefinition {
     def.sources.push(function_source("ops-tools", endpoint, vec![refund]));
     def.groups.insert("ops".into(), group("Operations", &["ops-tools"]));
     def
-}
-
-async fn python_client(s: &TestServer, agent: &str, calls: Value, answer: Option<Value>) -> Value {
-    let url = format!("http://{}/mcp/agents/{agent}", s.server.http_addr);
-    let out = tokio::task::spawn_blocking(move || {
-        let mut c = Command::new("python3");
-        c.arg(script("python_client.py")).arg(&url).arg(calls.to_string());
-        if let Some(a) = answer {
-            c.arg(a.to_string());
-        }
-        c.output()
-    })
-    .await
-    .unwrap()
-    .expect("python3 runs");
-    assert!(out.status.success(), "client failed: {}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_slice(&out.stdout).expect("the client prints JSON")
 }
 
 #[tokio::test]

@@ -70,24 +70,11 @@ fn definition(endpoint: &str) -> pb::AgentDefinition {
 }
 
 async fn tools_as(s: &TestServer, run: &str, format: pb::ToolFormat, defer_loading: bool) -> pb::GetModelToolsResponse {
-    s.router()
-        .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("a")), run: Some(run_ctx(run)), format: format as i32, defer_loading })
-        .await
-        .unwrap()
-        .into_inner()
+    s.provider_tools("a", run, format, defer_loading).await.unwrap()
 }
 
 async fn provider_calls(s: &TestServer, run: &str, format: pb::ToolFormat, parts: &Value) -> Result<pb::HandleToolCallsResponse, tonic::Status> {
-    s.router()
-        .handle_tool_calls(pb::HandleToolCallsRequest {
-            agent: Some(agent_ref("a")),
-            run: Some(run_ctx(run)),
-            format: format as i32,
-            provider_calls_json: parts.to_string(),
-            ..Default::default()
-        })
-        .await
-        .map(|r| r.into_inner())
+    s.provider_calls("a", run, format, parts).await
 }
 
 fn by_name<'a>(list: &'a Value, name: &str) -> &'a Value {
@@ -201,6 +188,24 @@ async fn provider_tool_calls_run_and_their_results_come_back_in_the_providers_sh
         serde_json::from_str::<Value>(&r.provider_results_json).unwrap(),
         json!([{"content": [{"type": "text", "text": "Ada"}], "isError": false}])
     );
+
+    // HandleToolCall (one typed call) with a format fills the result's provider_json.
+    let one = s
+        .router()
+        .handle_tool_call(pb::HandleToolCallRequest {
+            agent: Some(agent_ref("a")),
+            run: Some(run_ctx("one")),
+            call: Some(pb::ToolCall { tool_call_id: "c7".into(), tool_name: "call_tool".into(), arguments_json: crm.to_string() }),
+            format: pb::ToolFormat::OpenaiResponses as i32,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let Some(pb::handle_tool_call_response::Outcome::Result(result)) = one.outcome else { panic!("{one:?}") };
+    assert_eq!(
+        serde_json::from_str::<Value>(&result.provider_json).unwrap(),
+        json!({"type": "function_call_output", "call_id": "c7", "output": "Ada"})
+    );
 }
 
 #[tokio::test]
@@ -299,9 +304,15 @@ async fn approving_an_approval_gated_client_tool_returns_the_client_execution_as
 async fn defer_loading_lists_the_catalog_deferred_and_the_search_tool_answers_with_references() {
     let exec = spawn_executor(Behaviour::Echo).await;
     let s = TestServer::start().await;
-    s.create("a", definition(&exec.endpoint())).await;
+    let mut def = definition(&exec.endpoint());
+    // A canonical name over the providers' 64 characters cannot be listed.
+    let long = tool(&"x".repeat(60), "A tool with a long name.", json!({"type": "object"}));
+    def.sources.push(function_source("archive-tools", &exec.endpoint(), vec![long]));
+    def.groups.insert("archive".into(), group("Old records", &["archive-tools"]));
+    s.create("a", def).await;
 
     let listed = tools_as(&s, "r1", pb::ToolFormat::Anthropic, true).await;
+    assert!(listed.diagnostics.iter().any(|d| d.starts_with("1 grouped tools are not offered with defer_loading")), "{:?}", listed.diagnostics);
     let tools: Value = serde_json::from_str(&listed.tools_json).unwrap();
     let tools = tools.as_array().unwrap();
     assert_eq!(tools[0]["name"], "tool_search");
@@ -361,16 +372,7 @@ async fn provider_calls_that_are_not_the_formats_shape_are_invalid_argument_with
         assert_eq!(violations[0].field, field, "{format:?}: {e:?}");
     }
     assert_eq!(exec.calls(), 0, "nothing ran");
-    let e = s
-        .router()
-        .get_model_tools(pb::GetModelToolsRequest {
-            agent: Some(agent_ref("a")),
-            run: None,
-            format: pb::ToolFormat::Gemini as i32,
-            defer_loading: true,
-        })
-        .await
-        .unwrap_err();
+    let e = s.provider_tools("a", "", pb::ToolFormat::Gemini, true).await.unwrap_err();
     assert_eq!((e.code(), e.message().contains("defer_loading")), (tonic::Code::InvalidArgument, true), "{e:?}");
     let e = s
         .router()

@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::io::Write;
 use std::process::{Command, Stdio};
 
 use common::*;
@@ -29,16 +28,7 @@ fn python_sdks() -> bool {
 /// Runs the checker with `input` on stdin; its stdout, or the test fails with its output.
 async fn sdk_check(command: &str, input: Value) -> String {
     let script = format!("{}/tests/providers/sdk_check.py", env!("CARGO_MANIFEST_DIR"));
-    let command = command.to_string();
-    let out = tokio::task::spawn_blocking(move || {
-        let mut child =
-            Command::new("python3").arg(script).arg(command).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
-        child.stdin.take().expect("stdin").write_all(input.to_string().as_bytes())?;
-        child.wait_with_output()
-    })
-    .await
-    .unwrap()
-    .expect("python3 runs");
+    let out = python(vec![script, command.to_string()], Some(input.to_string())).await;
     let stdout = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "sdk_check failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     stdout
@@ -99,27 +89,11 @@ const FORMATS: [(pb::ToolFormat, &str); 5] = [
 ];
 
 async fn tools_json(s: &TestServer, format: pb::ToolFormat, defer_loading: bool) -> Value {
-    let r = s
-        .router()
-        .get_model_tools(pb::GetModelToolsRequest { agent: Some(agent_ref("a")), run: Some(run_ctx("r")), format: format as i32, defer_loading })
-        .await
-        .unwrap()
-        .into_inner();
-    serde_json::from_str(&r.tools_json).unwrap()
+    serde_json::from_str(&s.provider_tools("a", "r", format, defer_loading).await.unwrap().tools_json).unwrap()
 }
 
 async fn handle(s: &TestServer, run: &str, format: pb::ToolFormat, parts: &Value) -> pb::HandleToolCallsResponse {
-    s.router()
-        .handle_tool_calls(pb::HandleToolCallsRequest {
-            agent: Some(agent_ref("a")),
-            run: Some(run_ctx(run)),
-            format: format as i32,
-            provider_calls_json: parts.to_string(),
-            ..Default::default()
-        })
-        .await
-        .unwrap_or_else(|e| panic!("{format:?}: {e:?}"))
-        .into_inner()
+    s.provider_calls("a", run, format, parts).await.unwrap_or_else(|e| panic!("{format:?}: {e:?}"))
 }
 
 fn provider_parts(r: &pb::HandleToolCallsResponse) -> Vec<Value> {
@@ -172,17 +146,7 @@ async fn every_formats_tools_results_and_sample_responses_pass_the_providers_own
         results.insert(label.into(), serde_json::from_str(&r.provider_results_json).unwrap());
         parts.insert(label.into(), Value::Array(provider_parts(&r)));
     }
-    let listed = s
-        .router()
-        .get_model_tools(pb::GetModelToolsRequest {
-            agent: Some(agent_ref("a")),
-            run: Some(run_ctx("run-search-a")),
-            format: pb::ToolFormat::Anthropic as i32,
-            defer_loading: true,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let listed = s.provider_tools("a", "run-search-a", pb::ToolFormat::Anthropic, true).await.unwrap();
     assert!(!listed.tools_json.is_empty());
     let search = json!([{"type": "tool_use", "id": "toolu_s", "name": "tool_search", "input": {"query": "customer name"}}]);
     parts.insert("anthropic_search".into(), Value::Array(provider_parts(&handle(&s, "run-search-a", pb::ToolFormat::Anthropic, &search).await)));
@@ -207,7 +171,7 @@ async fn the_readme_host_loops_run_as_written_against_the_server() {
     s.create("crm-agent", crm_definition(&exec.endpoint())).await;
     let script = format!("{}/tests/providers/readme_loops.py", env!("CARGO_MANIFEST_DIR"));
     let addr = s.server.grpc_addr.to_string();
-    let out = tokio::task::spawn_blocking(move || Command::new("python3").arg(script).arg(addr).output()).await.unwrap().expect("python3 runs");
+    let out = python(vec![script, addr], None).await;
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "README loops failed:\n{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     assert_eq!(stdout.lines().filter(|l| l.contains("printed 'Customer 42 is Ada.'")).count(), 4, "{stdout}");

@@ -255,6 +255,12 @@ fn check_arguments_size(text: &str, path: &str, max: usize) -> Result<(), Status
 /// The model's call; `path` names it in errors (`call`, `calls[2]`).
 fn tool_call(c: Option<pb::ToolCall>, path: &str, max_arguments: usize) -> Result<call::ToolCall, Status> {
     let c = c.ok_or_else(|| invalid(path, "the model's tool call is required"))?;
+    checked(call::ToolCall { tool_call_id: c.tool_call_id, tool_name: c.tool_name, arguments_json: c.arguments_json }, path, max_arguments)
+}
+
+/// A call as the typed RPCs take it: a tool name, an id of at most 256 bytes, arguments within
+/// the limit. Calls read from `provider_calls_json` pass the same checks.
+fn checked(c: call::ToolCall, path: &str, max_arguments: usize) -> Result<call::ToolCall, Status> {
     if c.tool_name.is_empty() {
         return Err(invalid(&format!("{path}.tool_name"), "the tool name the model called is required"));
     }
@@ -262,7 +268,7 @@ fn tool_call(c: Option<pb::ToolCall>, path: &str, max_arguments: usize) -> Resul
         return Err(invalid(&format!("{path}.tool_call_id"), "at most 256 bytes"));
     }
     check_arguments_size(&c.arguments_json, &format!("{path}.arguments_json"), max_arguments)?;
-    Ok(call::ToolCall { tool_call_id: c.tool_call_id, tool_name: c.tool_name, arguments_json: c.arguments_json })
+    Ok(c)
 }
 
 /// A tool call id reused for another call is a protocol fault on the typed RPCs (the host
@@ -398,8 +404,7 @@ impl pb::router_server::Router for RouterService {
             .map(|(i, c)| tool_call(Some(c.clone()), &format!("calls[{i}]"), max))
             .collect::<Result<Vec<_>, _>>()?;
         for (i, c) in formats::provider_calls(format, &req.get_ref().provider_calls_json)?.into_iter().enumerate() {
-            let pc = pb::ToolCall { tool_call_id: c.tool_call_id, tool_name: c.tool_name, arguments_json: c.arguments_json };
-            calls.push(tool_call(Some(pc), &format!("provider_calls_json(call {i})"), max)?);
+            calls.push(checked(c, &format!("provider_calls_json(call {i})"), max)?);
         }
         let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
         let cx = admit_call(&self.admission, &req, agent, run).await?;

@@ -533,8 +533,18 @@ fn merge(into: &mut Map<String, Value>, part: Map<String, Value>) {
 /// not take null (the model had to send them), so the call validates and runs as the tool
 /// expects. Other nulls stay: the original schema judges them.
 pub fn restore_omitted(arguments: &mut Value, schema: &Value) {
-    if let Some(root) = schema.as_object() {
+    // Most calls carry no null: they are not walked against the schema.
+    if let (true, Some(root)) = (has_null(arguments), schema.as_object()) {
         restore(arguments, root, root, 0);
+    }
+}
+
+fn has_null(v: &Value) -> bool {
+    match v {
+        Value::Null => true,
+        Value::Object(o) => o.values().any(has_null),
+        Value::Array(a) => a.iter().any(has_null),
+        _ => false,
     }
 }
 

@@ -417,7 +417,22 @@ pub fn tool_search(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result
     page
 }
 
+/// The tools `tool_search` finds, best first (the deferred-loading search: the provider loads
+/// their definitions itself, so no page is written). In a search span.
+pub fn tool_search_hits(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result<Vec<u32>, DiscoveryError> {
+    let search = Search::start("tool_search", crate::search::tokenize::keywords(query).len());
+    let (ranked, total) = rank_tool_search(catalog, query, limit)?;
+    search.found(total as u32, ranked.len());
+    Ok(ranked)
+}
+
 fn tool_search_page(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result<ToolPage, DiscoveryError> {
+    let (ranked, total) = rank_tool_search(catalog, query, limit)?;
+    tool_page(catalog, &ranked, total, 0, Detail::Full)
+}
+
+/// The best `limit` matches of a flat-profile search (exact names first), and how many matched.
+fn rank_tool_search(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result<(Vec<u32>, usize), DiscoveryError> {
     if query.len() > MAX_QUERY_BYTES {
         return Err(DiscoveryError::BadArgument {
             field: "query",
@@ -432,5 +447,5 @@ fn tool_search_page(catalog: &Catalog, query: &str, limit: Option<u32>) -> Resul
         let (ranked, total, _) = rank_natural(catalog, query, None, limit as usize);
         (ranked, total)
     };
-    tool_page(catalog, &ranked, total, 0, Detail::Full)
+    Ok((ranked, total))
 }

@@ -4,7 +4,7 @@
 //! references (Anthropic) or loaded tools (Responses). The list depends only on the version
 //! and the run's frozen hot set, so it never changes within a run.
 
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 
@@ -33,97 +33,81 @@ pub fn search_tool_name(catalog: &Catalog) -> &str {
     }
 }
 
-/// One tool to render: a catalog tool (its adaptation cached with the version) or a control
-/// tool (adapted here: a handful of fixed schemas).
-struct Owned {
-    name: String,
-    description: String,
-    schema: Value,
-    adapted: Arc<Adapted>,
-    deferred: bool,
-    search: bool,
+/// The search tool's schema, parsed and adapted once.
+static SEARCH: LazyLock<(Value, Arc<Adapted>)> = LazyLock::new(|| {
+    let schema: Value = serde_json::from_str(SEARCH_SCHEMA).expect("the search schema is JSON");
+    let adapted = Arc::new(Adapted::of(&schema));
+    (schema, adapted)
+});
+
+/// A catalog tool as rendered: borrowed from the version, its adaptation cached with it.
+fn catalog_spec(catalog: &Catalog, i: u32, deferred: bool) -> ToolSpec<'_> {
+    let t = catalog.tool(i);
+    ToolSpec { name: &t.name, description: &t.description, schema: &t.input_schema, adapted: t.adapted(), deferred, search: false }
 }
 
-fn owned(catalog: &Catalog, m: &ModelTool, deferred: bool) -> Owned {
-    match m.index {
-        Some(i) => {
-            let t = catalog.tool(i);
-            Owned {
-                name: m.name.clone(),
-                description: m.description.clone(),
-                schema: t.input_schema.clone(),
-                adapted: t.adapted(),
-                deferred,
-                search: false,
-            }
-        }
-        None => {
+/// The control tools' schemas, parsed and adapted here (a handful of fixed schemas), in
+/// model-tool order.
+fn control_schemas(tools: &[ModelTool]) -> Vec<(Value, Arc<Adapted>)> {
+    tools
+        .iter()
+        .filter(|m| m.index.is_none())
+        .map(|m| {
             let schema: Value = serde_json::from_str(&m.input_schema_json).unwrap_or_else(|_| serde_json::json!({"type": "object"}));
             let adapted = Arc::new(Adapted::of(&schema));
-            Owned { name: m.name.clone(), description: m.description.clone(), schema, adapted, deferred, search: false }
-        }
-    }
-}
-
-fn catalog_tool(catalog: &Catalog, i: u32, deferred: bool) -> Owned {
-    let t = catalog.tool(i);
-    Owned { name: t.name.clone(), description: t.description.clone(), schema: t.input_schema.clone(), adapted: t.adapted(), deferred, search: false }
-}
-
-fn render(format: Format, list: &[Owned]) -> Rendered {
-    let specs: Vec<ToolSpec> = list
-        .iter()
-        .map(|o| ToolSpec {
-            name: &o.name,
-            description: &o.description,
-            schema: &o.schema,
-            adapted: o.adapted.clone(),
-            deferred: o.deferred,
-            search: o.search,
+            (schema, adapted)
         })
-        .collect();
-    tools_json(format, &specs)
+        .collect()
 }
 
 /// `tools_json` for the model tools, or (deferred loading) for the search tool, the model
 /// tools that are always loaded (direct, pinned, hot) and every other grouped tool deferred.
 pub fn render_tools(catalog: &Catalog, tools: &[ModelTool], format: Format, defer_loading: bool) -> Rendered {
     if !defer_loading {
-        let list: Vec<Owned> = tools.iter().map(|m| owned(catalog, m, false)).collect();
-        return render(format, &list);
+        let controls = control_schemas(tools);
+        let mut control = controls.iter();
+        let specs: Vec<ToolSpec> = tools
+            .iter()
+            .map(|m| match m.index {
+                Some(i) => catalog_spec(catalog, i, false),
+                None => {
+                    let (schema, adapted) = control.next().expect("one schema per control tool");
+                    ToolSpec { name: &m.name, description: &m.description, schema, adapted: adapted.clone(), deferred: false, search: false }
+                }
+            })
+            .collect();
+        return tools_json(format, &specs);
     }
-    let search = search_tool_name(catalog).to_string();
-    let schema: Value = serde_json::from_str(SEARCH_SCHEMA).expect("the search schema is JSON");
-    let adapted = Arc::new(Adapted::of(&schema));
-    let mut list = Vec::new();
+    let search = search_tool_name(catalog);
+    let mut specs = Vec::new();
     let mut extra = Vec::new();
     // Anthropic's search tool is named; a tool of the agent with that name keeps it (and
     // its calls), and there is no search tool. Responses' search tool has no name.
-    let taken = catalog.direct_tool(&search).is_some() || catalog.by_canonical(&search).is_some();
+    let taken = catalog.direct_tool(search).is_some() || catalog.by_canonical(search).is_some();
     if taken && format == Format::Anthropic {
         extra.push(format!(
             "defer_loading offers no search tool: a tool of the agent is named {search:?}; rename the control tool (control names) to get one"
         ));
     } else {
-        list.push(Owned { name: search.clone(), description: SEARCH_DESCRIPTION.into(), schema, adapted, deferred: false, search: true });
+        let (schema, adapted) = &*SEARCH;
+        specs.push(ToolSpec { name: search, description: SEARCH_DESCRIPTION, schema, adapted: adapted.clone(), deferred: false, search: true });
     }
-    let loaded: Vec<&ModelTool> = tools.iter().filter(|m| m.index.is_some()).collect();
-    list.extend(loaded.iter().map(|m| owned(catalog, m, false)));
-    let is_loaded = |i: u32| loaded.iter().any(|m| m.index == Some(i));
+    let loaded: Vec<u32> = tools.iter().filter_map(|m| m.index).collect();
+    specs.extend(loaded.iter().map(|&i| catalog_spec(catalog, i, false)));
     let mut too_long = 0;
-    for &i in catalog.grouped_by_name.iter().filter(|&&i| !is_loaded(i)) {
+    for &i in catalog.grouped_by_name.iter().filter(|i| !loaded.contains(i)) {
         if catalog.tool(i).name.len() > MAX_EXPOSED_NAME {
             too_long += 1;
             continue;
         }
-        list.push(catalog_tool(catalog, i, true));
+        specs.push(catalog_spec(catalog, i, true));
     }
     if too_long > 0 {
         extra.push(format!(
             "{too_long} grouped tools are not offered with defer_loading: their canonical names are longer than the providers' {MAX_EXPOSED_NAME} characters"
         ));
     }
-    let mut rendered = render(format, &list);
+    let mut rendered = tools_json(format, &specs);
     rendered.diagnostics.extend(extra);
     rendered
 }
@@ -160,19 +144,16 @@ impl Router {
         };
         // Tools already loaded (pinned, hot) are not deferred: a reference to them is refused.
         let hot = self.frozen_hot_tools(cx, catalog).await.unwrap_or_default();
-        let page = match discovery::tool_search(catalog, &query, limit) {
-            Ok(p) => p,
+        let hits = match discovery::tool_search_hits(catalog, &query, limit) {
+            Ok(hits) => hits,
             Err(e) => return Some(Outcome::Fault(e.fault(catalog))),
         };
-        let hits: Vec<u32> = page
-            .tools
-            .into_iter()
-            .filter(|i| !catalog.pinned.contains(i) && !hot.contains(i) && catalog.tool(*i).name.len() <= MAX_EXPOSED_NAME)
-            .collect();
+        let hits: Vec<u32> =
+            hits.into_iter().filter(|i| !catalog.pinned.contains(i) && !hot.contains(i) && catalog.tool(*i).name.len() <= MAX_EXPOSED_NAME).collect();
         let names = hits.iter().map(|&i| catalog.tool(i).name.clone()).collect();
         let tools_json = (format == Format::OpenAiResponses).then(|| {
-            let list: Vec<Owned> = hits.iter().map(|&i| catalog_tool(catalog, i, true)).collect();
-            render(format, &list).json
+            let specs: Vec<ToolSpec> = hits.iter().map(|&i| catalog_spec(catalog, i, true)).collect();
+            tools_json(format, &specs).json
         });
         Some(Outcome::Found(Found { names, tools_json }))
     }

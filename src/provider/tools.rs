@@ -228,3 +228,24 @@ fn object_root(schema: &Value) -> std::borrow::Cow<'_, Value> {
 fn raw(v: &Value) -> Box<RawValue> {
     serde_json::value::to_raw_value(v).expect("a schema serializes")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn over_anthropics_limit_of_deferred_tools_the_diagnostics_say_so() {
+        let schema = serde_json::json!({"type": "object"});
+        let adapted = Arc::new(Adapted::of(&schema));
+        let names: Vec<String> = (0..=MAX_DEFERRED_ANTHROPIC).map(|i| format!("t{i}")).collect();
+        let spec =
+            |name: &'static str, deferred| ToolSpec { name, description: "", schema: &schema, adapted: adapted.clone(), deferred, search: false };
+        let mut specs = vec![spec("search", false)];
+        specs.extend(names.iter().map(|n| ToolSpec { name: n, ..spec("", true) }));
+        let r = tools_json(Format::Anthropic, &specs);
+        assert_eq!(r.diagnostics.len(), 1, "{:?}", r.diagnostics);
+        assert!(r.diagnostics[0].starts_with("10001 tools are marked defer_loading, over Anthropic's limit of 10000"), "{:?}", r.diagnostics);
+        specs.pop();
+        assert!(tools_json(Format::Anthropic, &specs).diagnostics.is_empty(), "at the limit: nothing to say");
+    }
+}

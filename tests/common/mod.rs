@@ -578,6 +578,53 @@ impl TestServer {
             .await
             .map(|r| r.into_inner())
     }
+
+    /// `GetModelTools` in a provider's format (issue 16).
+    pub async fn provider_tools(
+        &self,
+        agent: &str,
+        run: &str,
+        format: pb::ToolFormat,
+        defer_loading: bool,
+    ) -> Result<pb::GetModelToolsResponse, Status> {
+        let req = pb::GetModelToolsRequest { agent: Some(agent_ref(agent)), run: Some(run_ctx(run)), format: format as i32, defer_loading };
+        self.router().get_model_tools(req).await.map(|r| r.into_inner())
+    }
+
+    /// `HandleToolCalls` with the provider's tool-call parts as they came.
+    pub async fn provider_calls(
+        &self,
+        agent: &str,
+        run: &str,
+        format: pb::ToolFormat,
+        parts: &serde_json::Value,
+    ) -> Result<pb::HandleToolCallsResponse, Status> {
+        let req = pb::HandleToolCallsRequest {
+            agent: Some(agent_ref(agent)),
+            run: Some(run_ctx(run)),
+            format: format as i32,
+            provider_calls_json: parts.to_string(),
+            ..Default::default()
+        };
+        self.router().handle_tool_calls(req).await.map(|r| r.into_inner())
+    }
+}
+
+/// Runs `python3` with these arguments (and `stdin`, if any) off the test's runtime, so the
+/// in-process servers keep serving it.
+pub async fn python(args: Vec<String>, stdin: Option<String>) -> std::process::Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    tokio::task::spawn_blocking(move || {
+        let mut child = Command::new("python3").args(&args).stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn()?;
+        let mut input = child.stdin.take().expect("stdin");
+        input.write_all(stdin.unwrap_or_default().as_bytes())?;
+        drop(input);
+        child.wait_with_output()
+    })
+    .await
+    .expect("the python task")
+    .expect("python3 runs")
 }
 
 /// The result of an outcome: (parsed content, is_error).

@@ -17,8 +17,9 @@ use crate::call::RunContext;
 use crate::error::{Error, ErrorCode};
 use crate::invoke::Router;
 
-/// Largest `initialize` answer read back to see whether the handshake succeeded.
-const MAX_HANDSHAKE_ANSWER: usize = 1 << 20;
+/// Largest answer of rmcp's read back here: an `initialize` (did the handshake succeed?), a
+/// `tools/call` whose call awaits approval (the pending answer the question's stream may end with).
+const MAX_ANSWER_READ: usize = 1 << 20;
 
 pub struct Gate {
     pub router: Arc<Router>,
@@ -152,7 +153,7 @@ impl Gate {
     async fn ask(&self, response: Response, principal: &Principal, slot: approve::ApprovalSlot, call_id: Value) -> Response {
         use http_body_util::BodyExt;
         let (parts, body) = response.into_parts();
-        let pending = match http_body_util::Limited::new(body, MAX_HANDSHAKE_ANSWER).collect().await {
+        let pending = match http_body_util::Limited::new(body, MAX_ANSWER_READ).collect().await {
             Ok(b) => b.to_bytes(),
             Err(_) => bytes::Bytes::new(),
         };
@@ -244,7 +245,7 @@ impl Gate {
     async fn opened(&self, response: Response, request: &RequestContext, principal: &Principal, agent_id: &str, id: String) -> Response {
         use http_body_util::BodyExt;
         let (mut parts, body) = response.into_parts();
-        let bytes = match http_body_util::Limited::new(body, MAX_HANDSHAKE_ANSWER).collect().await {
+        let bytes = match http_body_util::Limited::new(body, MAX_ANSWER_READ).collect().await {
             Ok(b) => b.to_bytes(),
             Err(_) => bytes::Bytes::new(),
         };

@@ -12,8 +12,8 @@
 # PostgreSQL: as root, its own throw-away cluster on 127.0.0.1:$SOAK_PG_PORT (55433, not the
 # tests' 55432) through scripts/postgres-for-tests.sh, a fresh database per run, stopped at
 # the end. Or SOAK_POSTGRES_URL names a server (then PostgreSQL restarts are part of the
-# chaos only if SOAK_PG_STOP_CMD and SOAK_PG_START_CMD are given). SOAK_BASE_PORT (47100):
-# the replicas use 47100-47105, the executors 47120-47121. Replica logs are kept (and the
+# chaos only if SOAK_PG_STOP_CMD and SOAK_PG_START_CMD are given). SOAK_BASE_PORT (21100):
+# the replicas use 21100-21105, the executors 21120-21121. Replica logs are kept (and the
 # directory printed) only when the run fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -108,7 +108,7 @@ fi
 
 HARNESS_ARGS=(--toolrouter "$BIN/toolrouter" --work "$WORK" --pg-url "$PG_URL" "${PG_ARGS[@]}"
               --duration "$DURATION" --seed "$SEED" --concurrency "$CONCURRENCY" --chaos-every "$CHAOS_EVERY"
-              --base-port "${SOAK_BASE_PORT:-47100}" --lease-secs 15)
+              --base-port "${SOAK_BASE_PORT:-21100}" --lease-secs 15)
 if [ -n "$JSON" ]; then
     HARNESS_ARGS+=(--json "$JSON")
 fi

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use tonic::{Request, Response, Status};
 use toolrouter::pb;
 use toolrouter::pb::tool_executor_server::{ToolExecutor, ToolExecutorServer};
@@ -62,8 +62,9 @@ pub struct Executor {
 
 impl Executor {
     fn serve(&self) -> Result<()> {
+        // Bound first: a runtime dropped on the error path would panic inside the harness's own.
+        let std_listener = bind_reusing(self.addr).with_context(|| format!("binding the fake executor to {}", self.addr))?;
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).thread_name("soak-executor").enable_all().build()?;
-        let std_listener = bind_reusing(self.addr)?;
         let svc = ToolExecutorServer::new(self.recorder.clone());
         rt.spawn(async move {
             let listener = tokio::net::TcpListener::from_std(std_listener).expect("listener");

@@ -64,8 +64,9 @@ pub struct Args {
     /// Shell command that starts PostgreSQL again.
     #[arg(long)]
     pg_start_cmd: Option<String>,
-    /// First of the loopback ports used (replicas: +0..+5, executors: +20, +21).
-    #[arg(long, default_value_t = 47100)]
+    /// First of the loopback ports used (replicas: +0..+5, executors: +20, +21). Below
+    /// Linux's ephemeral range (32768-60999), so no outbound connection holds one of them.
+    #[arg(long, default_value_t = 21100)]
     base_port: u16,
     /// The replicas' --claim-lease-secs.
     #[arg(long, default_value_t = 15)]

@@ -345,23 +345,31 @@ impl Router {
         let rows = &rows[..rows.len().min(size as usize)];
         let next =
             if more { rows.last().map(|r| encode_token(&format!("{} {}", r.create_time, r.deferred_id))).unwrap_or_default() } else { String::new() };
-        let records = rows
-            .iter()
-            .map(|row| {
-                let mut rec: DeferredRecord = serde_json::from_str(&row.record).map_err(|e| Error::Internal(e.to_string()))?;
-                rec.state = DeferredState::parse(&row.state).ok_or_else(|| Error::Internal(format!("unknown deferred state {:?}", row.state)))?;
-                if expired(row, now) {
-                    rec.state = DeferredState::Expired;
-                }
-                rec.resolution = row.resolution.as_deref().map(resolution_name).unwrap_or("").to_string();
-                rec.result = row.result.as_deref().and_then(|r| Reply::decode(r).ok());
-                rec.resolve_time = row.resolve_time;
-                rec.expire_time = row.expire_time;
-                Ok(rec)
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let records = rows.iter().map(|row| listed_record(row, now)).collect::<Result<Vec<_>>>()?;
         Ok((records, next))
     }
+
+    /// One deferred record as `ListDeferred` shows it (state, resolution, result), if the
+    /// tenant has it.
+    pub async fn deferred_record(&self, tenant: &str, id: &str) -> Result<Option<DeferredRecord>> {
+        let now = self.now();
+        self.registry.store().get_deferred(tenant, id).await?.map(|row| listed_record(&row, now)).transpose()
+    }
+}
+
+/// A stored row as a listed record: the state the row says (expired once past its expiry),
+/// the resolution's name and the result.
+fn listed_record(row: &DeferredRow, now: i64) -> Result<DeferredRecord> {
+    let mut rec: DeferredRecord = serde_json::from_str(&row.record).map_err(|e| Error::Internal(e.to_string()))?;
+    rec.state = DeferredState::parse(&row.state).ok_or_else(|| Error::Internal(format!("unknown deferred state {:?}", row.state)))?;
+    if expired(row, now) {
+        rec.state = DeferredState::Expired;
+    }
+    rec.resolution = row.resolution.as_deref().map(resolution_name).unwrap_or("").to_string();
+    rec.result = row.result.as_deref().and_then(|r| Reply::decode(r).ok());
+    rec.resolve_time = row.resolve_time;
+    rec.expire_time = row.expire_time;
+    Ok(rec)
 }
 
 /// The actual target of a deferred call, with its complete definition.

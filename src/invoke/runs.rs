@@ -27,6 +27,10 @@ pub struct ModelTools {
     pub diagnostics: Vec<String>,
     /// With a format: the provider's tools parameter.
     pub tools_json: String,
+    /// The same request gets the same list for as long as the run lives: a version fixed
+    /// by the request (named, or the run's pin), no MCP source whose listing may change, no
+    /// hot set that moves with usage. Otherwise a promotion or a listing can change it.
+    pub stable: bool,
 }
 
 /// How the host wants the tools: in a provider's shape, and with native deferred loading.
@@ -81,7 +85,10 @@ impl Router {
                 rendered.json
             }
         };
-        Ok(ModelTools { version: r.version, tools, instructions, diagnostics, tools_json })
+        let version_fixed = cx.version != 0 || !cx.run.run_id.is_empty();
+        let hot_moves = r.catalog.control.auto_pin.is_some() && self.config.auto_pin && cx.run.user().is_some() && cx.run.run_id.is_empty();
+        let stable = version_fixed && !hot_moves && !r.catalog.has_mcp_sources();
+        Ok(ModelTools { version: r.version, tools, instructions, diagnostics, tools_json, stable })
     }
 
     /// Is `run_id` a live run of the agent (an MCP session opened on any replica)?

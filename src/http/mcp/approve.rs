@@ -98,8 +98,8 @@ pub fn form_mode(elicitation: &Value) -> bool {
     }
 }
 
-/// The question for a deferred approval.
-fn question(call: &DeferredCall) -> Value {
+/// The approval question's `elicitation/create` params (form mode).
+pub(super) fn question_params(call: &DeferredCall) -> Value {
     let arguments: Value = serde_json::from_str(&call.target.arguments_json).unwrap_or(Value::Null);
     let message = format!(
         "The assistant wants to call {} ({}) with these arguments: {arguments}. Allow it?",
@@ -107,22 +107,44 @@ fn question(call: &DeferredCall) -> Value {
         crate::control::discovery::summary_description(&call.target.definition.description)
     );
     json!({
+        "mode": "form",
+        "message": message,
+        "requestedSchema": {
+            "type": "object",
+            "properties": {
+                "approve": {"type": "boolean", "title": "Allow", "description": "Run this call.", "default": false},
+                "reason": {"type": "string", "title": "Reason", "description": "If not allowed: why (the assistant is told)."}
+            },
+            "required": ["approve"]
+        }
+    })
+}
+
+/// The question for a deferred approval, as a request in the `tools/call` stream.
+fn question(call: &DeferredCall) -> Value {
+    json!({
         "jsonrpc": "2.0",
         "id": format!("{QUESTION_ID_PREFIX}{}", call.deferred_id),
         "method": "elicitation/create",
-        "params": {
-            "mode": "form",
-            "message": message,
-            "requestedSchema": {
-                "type": "object",
-                "properties": {
-                    "approve": {"type": "boolean", "title": "Allow", "description": "Run this call.", "default": false},
-                    "reason": {"type": "string", "title": "Reason", "description": "If not allowed: why (the assistant is told)."}
-                },
-                "required": ["approve"]
-            }
-        }
+        "params": question_params(call),
     })
+}
+
+/// What an answer to the approval question (an `ElicitResult`) resolves: accepted with
+/// `approve` runs the call, accepted without it or declined denies it; cancelled (dismissed)
+/// or missing leaves it pending (`None`).
+pub(super) fn resolution_of(answer: Option<&Value>) -> Option<Resolution> {
+    let action = answer.and_then(|r| r.get("action")).and_then(Value::as_str).unwrap_or("cancel");
+    let content = answer.and_then(|r| r.get("content"));
+    match action {
+        "accept" if content.and_then(|c| c.get("approve")) == Some(&Value::Bool(true)) => Some(Resolution::Approve { arguments_json: None }),
+        "accept" => {
+            let reason = content.and_then(|c| c.get("reason")).and_then(Value::as_str).unwrap_or("").to_string();
+            Some(Resolution::Deny { message: reason })
+        }
+        "decline" => Some(Resolution::Deny { message: "The user declined.".into() }),
+        _ => None,
+    }
 }
 
 /// The deferred record a client's JSON-RPC response answers, if it answers one of ours.
@@ -148,17 +170,7 @@ pub async fn apply_answer(
     if !asked {
         return (http::StatusCode::NOT_FOUND, "no such question in this session").into_response();
     }
-    let action = result.and_then(|r| r.get("action")).and_then(Value::as_str).unwrap_or("cancel");
-    let content = result.and_then(|r| r.get("content"));
-    let resolution = match action {
-        "accept" if content.and_then(|c| c.get("approve")) == Some(&Value::Bool(true)) => Some(Resolution::Approve { arguments_json: None }),
-        "accept" => {
-            let reason = content.and_then(|c| c.get("reason")).and_then(Value::as_str).unwrap_or("").to_string();
-            Some(Resolution::Deny { message: reason })
-        }
-        "decline" => Some(Resolution::Deny { message: "The user declined.".into() }),
-        _ => None,
-    };
+    let resolution = resolution_of(result);
     if let Some(resolution) = resolution
         && let Err(e) = router.resolve_deferred(rq, deferred_id, resolution).await
     {

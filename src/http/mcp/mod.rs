@@ -8,6 +8,7 @@
 //! [`sessions`]. So a session costs a few hundred bytes here, and any replica can serve it.
 
 pub mod approve;
+pub mod deferred;
 pub mod gate;
 pub mod sessions;
 
@@ -15,8 +16,9 @@ use std::sync::Arc;
 
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, Implementation, InitializeRequestParams, InitializeResult,
-    JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock, ErrorData, GetTaskParams, GetTaskResult, Implementation,
+    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -30,6 +32,7 @@ use crate::auth::limits::RateLimiter;
 use crate::call::{RunContext, ToolCall};
 use crate::error::Error;
 use crate::invoke::{DeferredKind, Outcome, Router};
+use crate::provider::calls::MCP_CALL_ID_META;
 
 /// What the gRPC listener enforces, applied to the MCP endpoint too (SPEC §9): the caller's
 /// credentials and the tenant's request rate (one budget shared with gRPC), the arguments
@@ -113,13 +116,60 @@ struct AgentMcp {
     guard: EndpointGuard,
 }
 
+/// The `_meta` key a request names its run with (stateless clients; a session is its run).
+pub const RUN_ID_META: &str = "io.toolrouter/run_id";
+/// The header a request may name its run with instead.
+pub const RUN_ID_HEADER: &str = "toolrouter-run-id";
+/// How long a listing that cannot change may be kept (a day: versions are immutable).
+const STABLE_LIST_TTL_MS: u64 = 24 * 3600 * 1000;
+/// Longest run or tool call id, as on gRPC.
+const MAX_ID_BYTES: usize = 256;
+
+/// A string `_meta` entry of the request, checked like the gRPC field it stands for.
+fn meta_id<'a>(cx: &'a RequestContext<RoleServer>, key: &str) -> Result<Option<&'a str>, ErrorData> {
+    match cx.meta.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if s.is_empty() => Ok(None),
+        Some(Value::String(s)) if s.len() <= MAX_ID_BYTES => Ok(Some(s)),
+        Some(Value::String(_)) => Err(mcp_error(Error::invalid(&format!("_meta.{key}"), format!("at most {MAX_ID_BYTES} bytes")))),
+        Some(_) => Err(mcp_error(Error::invalid(&format!("_meta.{key}"), "must be a string"))),
+    }
+}
+
+/// The run a request belongs to: its session (older protocol versions), else the run its
+/// `_meta` or `Toolrouter-Run-Id` header names; none (empty) makes the request its own run.
+fn run_of(parts: &http::request::Parts, cx: &RequestContext<RoleServer>) -> Result<String, ErrorData> {
+    let session = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).filter(|s| !s.is_empty());
+    let header = match parts.headers.get(RUN_ID_HEADER) {
+        None => None,
+        Some(v) => match v.to_str() {
+            Ok(s) if s.len() <= MAX_ID_BYTES => Some(s).filter(|s| !s.is_empty()),
+            _ => return Err(mcp_error(Error::invalid("Toolrouter-Run-Id", format!("a visible ASCII id of at most {MAX_ID_BYTES} bytes")))),
+        },
+    };
+    let named = match (meta_id(cx, RUN_ID_META)?, header) {
+        (Some(m), Some(h)) if m != h => {
+            return Err(mcp_error(Error::invalid(&format!("_meta.{RUN_ID_META}"), "names another run than the Toolrouter-Run-Id header")));
+        }
+        (m, h) => m.or(h),
+    };
+    match (session, named) {
+        (Some(s), Some(n)) if s != n => Err(mcp_error(Error::invalid(
+            &format!("_meta.{RUN_ID_META}"),
+            "names another run than the session's (a session is its run: leave the run id out)",
+        ))),
+        (Some(s), _) => Ok(s.to_string()),
+        (None, n) => Ok(n.unwrap_or_default().to_string()),
+    }
+}
+
 /// Admits an MCP request as a call: the agent and version of its path, the run of its
-/// session, the identity of its credential.
+/// session (or the one it names), the identity of its credential.
 async fn admit(admission: &Admission, cx: &RequestContext<RoleServer>) -> Result<CallContext, ErrorData> {
     let parts =
         cx.extensions.get::<http::request::Parts>().ok_or_else(|| mcp_error(Error::Internal("the MCP endpoint is served over HTTP only".into())))?;
     let (agent_id, version) = addressed(parts.uri.path()).map_err(mcp_error)?;
-    let run_id = parts.headers.get("mcp-session-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let run_id = run_of(parts, cx)?;
     // The run's identity is the credential's claims (MCP requests carry no RunContext).
     let run = RunContext { run_id, ..Default::default() };
     let principal = parts.extensions.get::<Principal>().cloned().unwrap_or_else(Principal::anonymous);
@@ -144,7 +194,7 @@ fn schema_object(text: &str) -> JsonObject {
 
 impl ServerHandler for AgentMcp {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
             .with_server_info(Implementation::new("toolrouter", env!("CARGO_PKG_VERSION")))
     }
 
@@ -164,9 +214,13 @@ impl ServerHandler for AgentMcp {
 
     async fn list_tools(&self, _request: Option<PaginatedRequestParams>, cx: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {
         let call = admit(&self.guard.admission, &cx).await?;
-        let tools = self.router.model_tools(&call).await.map_err(mcp_error)?.tools;
-        let tools = tools.into_iter().map(|m| Tool::new(m.name, m.description, schema_object(&m.input_schema_json))).collect();
-        Ok(ListToolsResult::with_all_items(tools))
+        let listed = self.router.model_tools(&call).await.map_err(mcp_error)?;
+        let tools = listed.tools.into_iter().map(|m| Tool::new(m.name, m.description, schema_object(&m.input_schema_json))).collect();
+        // Cache hints (SEP-2549) that hold: a listing fixed by its version (or its run's
+        // pin) stays; the default version's changes on promotion, so it is stale at once.
+        // Private: listings are per tenant (and per user).
+        let ttl = if listed.stable { STABLE_LIST_TTL_MS } else { 0 };
+        Ok(ListToolsResult::with_all_items(tools).with_ttl_ms(ttl).with_cache_scope(rmcp::model::CacheScope::Private))
     }
 
     async fn call_tool(&self, request: CallToolRequestParams, rq: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
@@ -176,10 +230,24 @@ impl ServerHandler for AgentMcp {
             return Err(mcp_error(Error::invalid("arguments", format!("arguments are {} bytes, over the limit of {max}", arguments.len()))));
         }
         let cx = admit(&self.guard.admission, &rq).await?;
-        // MCP has no tool call ids: each tools/call is a call of its own.
-        let call =
-            ToolCall { tool_call_id: format!("mcp-{:032x}", rand::random::<u128>()), tool_name: request.name.to_string(), arguments_json: arguments };
+        // The second round of an approval question: the answer resolves the record.
+        if let Some(state) = &request.request_state {
+            return deferred::answer_retry(&self.router, &cx, &request.name, state, request.input_responses.as_ref()).await;
+        }
+        // A call named by `_meta` (the model's tool call id, relayed by the host) is retried
+        // exactly once within its run; an unnamed one is a call of its own.
+        let tool_call_id = match meta_id(&rq, MCP_CALL_ID_META)? {
+            Some(id) => id.to_string(),
+            None => format!("mcp-{:032x}", rand::random::<u128>()),
+        };
+        let call = ToolCall { tool_call_id, tool_name: request.name.to_string(), arguments_json: arguments };
         let outcome = self.router.handle(&cx, &call).await.map_err(mcp_error)?;
+        if let Outcome::Deferred(d) = &outcome
+            && let Some(takes) = takes_without_session(&rq)
+            && let Some(answer) = deferred::answer_deferred(&self.router, &cx, d, takes).await?
+        {
+            return Ok(answer);
+        }
         if let Outcome::Deferred(d) = &outcome
             && d.kind == DeferredKind::Approval
             && let Some(parts) = request_parts(&rq)
@@ -192,6 +260,36 @@ impl ServerHandler for AgentMcp {
         }
         Ok(CallToolResponse::from(call_result(outcome)))
     }
+
+    async fn get_task(&self, request: GetTaskParams, rq: RequestContext<RoleServer>) -> Result<GetTaskResult, ErrorData> {
+        let cx = admit(&self.guard.admission, &rq).await?;
+        let record = deferred::task_record(&self.router, &cx, &request.task_id).await?;
+        let takes = takes_without_session(&rq).unwrap_or_default();
+        Ok(GetTaskResult::new(deferred::task_of(&record, takes)))
+    }
+
+    async fn update_task(&self, request: UpdateTaskParams, rq: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let cx = admit(&self.guard.admission, &rq).await?;
+        deferred::update_task(&self.router, &cx, &request.task_id, &request.input_responses).await
+    }
+
+    async fn cancel_task(&self, request: CancelTaskParams, rq: RequestContext<RoleServer>) -> Result<(), ErrorData> {
+        let cx = admit(&self.guard.admission, &rq).await?;
+        deferred::cancel_task(&self.router, &cx, &request.task_id).await
+    }
+}
+
+/// What a request of the 2026-07-28 protocol (no session) declared it takes; `None` for
+/// session requests and older stateless ones, which can take neither.
+fn takes_without_session(cx: &RequestContext<RoleServer>) -> Option<deferred::Takes> {
+    let sessionless = request_parts(cx).is_some_and(|p| !p.headers.contains_key("mcp-session-id"));
+    let modern = cx.meta.protocol_version().is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
+    if !(sessionless && modern) {
+        return None;
+    }
+    let caps = cx.meta.client_capabilities().unwrap_or_default();
+    let form_elicitation = caps.elicitation.as_ref().and_then(|e| serde_json::to_value(e).ok()).is_some_and(|e| approve::form_mode(&e));
+    Some(deferred::Takes { form_elicitation, tasks: caps.supports_tasks() })
 }
 
 fn request_parts(cx: &RequestContext<RoleServer>) -> Option<&http::request::Parts> {

@@ -124,7 +124,7 @@ async fn mcp_tools_take_part_in_grouping_search_describe_pinning_and_validation(
 
 #[tokio::test]
 async fn a_run_reuses_one_session_with_headers_resolved_once_and_concurrent_runs_get_their_own() {
-    let upstream = McpServer::start(vec![mcp_tool("lookup", "Look a record up.", &[])]).await;
+    let upstream = McpServer::start_sessions_only(vec![mcp_tool("lookup", "Look a record up.", &[])]).await;
     let token = temp_file("token-a", "first-token\n");
     let mut cfg = config();
     cfg.secrets.insert("crm_token", SecretSource::File(token.clone()));
@@ -182,8 +182,35 @@ async fn a_run_reuses_one_session_with_headers_resolved_once_and_concurrent_runs
 }
 
 #[tokio::test]
+async fn a_server_of_the_stateless_protocol_is_called_without_sessions_with_the_runs_headers_on_every_request() {
+    let modern = McpServer::start(vec![mcp_tool("lookup", "Look a record up.", &[])]).await;
+    let legacy = McpServer::start_sessions_only(vec![mcp_tool("invoice_list", "List a customer's invoices.", &[])]).await;
+    let s = TestServer::start_with(config()).await;
+    let run_header = [("X-Run", binding_from("context.run_id", ""))];
+    s.create("agent", crm(vec![mcp_source("crm-mcp", &modern.url(), &run_header), mcp_source("billing-mcp", &legacy.url(), &run_header)])).await;
+    for (run, id) in [("run-a", "a1"), ("run-b", "b1"), ("run-a", "a2"), ("run-b", "b2")] {
+        for tool in ["lookup", "invoice_list"] {
+            let (r, is_error) = s.call_result("agent", run, &format!("{id}-{tool}"), "call_tool", call_crm(tool, json!({}))).await;
+            assert!(!is_error, "{r}");
+        }
+    }
+    // The 2026-07-28 server: no session, the version on every request, each run's header.
+    let seen = modern.seen();
+    assert!(seen.len() >= 4 && seen.iter().all(|x| x.session.is_empty() && x.protocol == "2026-07-28"), "{seen:#?}");
+    let calls = modern.calls();
+    assert_eq!(calls.len(), 4);
+    assert_eq!(calls.iter().map(|c| c.headers["x-run"].as_str()).collect::<Vec<_>>(), ["run-a", "run-b", "run-a", "run-b"]);
+    // The older server: a session per run, as before.
+    let calls = legacy.calls();
+    assert!(calls.iter().all(|c| !c.session.is_empty() && c.protocol != "2026-07-28"), "{calls:#?}");
+    let session_of = |run: &str| calls.iter().filter(|c| c.headers["x-run"] == run).map(|c| c.session.clone()).collect::<Vec<_>>();
+    let (a, b) = (session_of("run-a"), session_of("run-b"));
+    assert!(a.len() == 2 && a[0] == a[1] && b.len() == 2 && b[0] == b[1] && a[0] != b[0], "{a:?} {b:?}");
+}
+
+#[tokio::test]
 async fn end_run_releases_the_runs_sessions_and_idle_sessions_expire() {
-    let upstream = McpServer::start(vec![mcp_tool("lookup", "Look a record up.", &[])]).await;
+    let upstream = McpServer::start_sessions_only(vec![mcp_tool("lookup", "Look a record up.", &[])]).await;
     let mut cfg = config();
     cfg.upstream.session_idle = Duration::from_secs(1);
     let s = TestServer::start_with(cfg).await;
@@ -207,8 +234,11 @@ async fn end_run_releases_the_runs_sessions_and_idle_sessions_expire() {
 
 #[tokio::test]
 async fn a_session_in_use_longer_than_the_idle_time_is_kept_and_idle_counts_from_the_end_of_its_call() {
-    let upstream =
-        McpServer::start(vec![mcp_tool("pause_lookup", "Looks a record up, slowly.", &[]), mcp_tool("lookup", "Look a record up.", &[])]).await;
+    let upstream = McpServer::start_sessions_only(vec![
+        mcp_tool("pause_lookup", "Looks a record up, slowly.", &[]),
+        mcp_tool("lookup", "Look a record up.", &[]),
+    ])
+    .await;
     let mut cfg = config();
     // The call takes 1.5 s: five times the idle time, with the sweeper running every 75 ms.
     cfg.upstream.session_idle = Duration::from_millis(300);

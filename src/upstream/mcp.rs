@@ -1,8 +1,12 @@
 //! MCP sources: toolrouter as an MCP client over streamable HTTP (SPEC §7).
 //!
-//! Header bindings are resolved once per run, when the run's session with a source is
-//! opened; the session is reused for every call of the run and released by `EndRun` or
-//! after it has been idle for a while. Concurrent runs never share a session.
+//! Header bindings are resolved once per run, when the run's connection to a source is
+//! opened; it is reused for every call of the run and released by `EndRun` or after it has
+//! been idle for a while. Concurrent runs never share one. A server that speaks the
+//! 2026-07-28 protocol is called statelessly (no session on the server; the run's headers on
+//! every request); an older one gets an MCP session per run. Which one a server is, is
+//! learnt on first contact (`server/discover`, falling back to `initialize`) and remembered
+//! per URL ([`Eras`]), so later runs skip the probe.
 
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
@@ -10,11 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use http::{HeaderName, HeaderValue};
-use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequestParams, ClientCapabilities, ClientConfig as ClientInfo, ClientJsonRpcMessage, Implementation, MetaObject, RequestMetaObject,
+    CallToolRequestParams, ClientCapabilities, ClientConfig as ClientInfo, ClientJsonRpcMessage, Implementation, MetaObject, ProtocolVersion,
+    RequestMetaObject,
 };
-use rmcp::service::{RoleClient, RunningService, ServiceError};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt, RoleClient, RunningService, ServiceError};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::{
     StreamableHttpClient, StreamableHttpClientTransportConfig, StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
@@ -72,6 +76,50 @@ pub struct McpClients {
     policy: Arc<crate::outbound::Policy>,
     http: TracingHttp,
     sessions: Mutex<HashMap<SessionKey, Arc<Slot>>>,
+    eras: Eras,
+}
+
+/// The protocol era of a server: stateless 2026-07-28, or sessions (`initialize`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    Stateless,
+    Sessions,
+}
+
+/// What each server URL turned out to speak: at most [`Eras::MAX`] URLs, each learnt again
+/// after [`Eras::TTL`] (a server may be upgraded) or after a failed connection.
+#[derive(Default)]
+struct Eras(Mutex<HashMap<String, (Era, Instant)>>);
+
+impl Eras {
+    const MAX: usize = 10_000;
+    const TTL: Duration = Duration::from_secs(3600);
+
+    fn get(&self, url: &str) -> Option<Era> {
+        let m = self.0.lock().expect("eras lock");
+        m.get(url).filter(|(_, at)| at.elapsed() < Self::TTL).map(|(e, _)| *e)
+    }
+
+    fn learnt(&self, url: &str, era: Era) {
+        let mut m = self.0.lock().expect("eras lock");
+        if m.len() >= Self::MAX && !m.contains_key(url) {
+            m.retain(|_, (_, at)| at.elapsed() < Self::TTL);
+            if m.len() >= Self::MAX {
+                m.clear();
+            }
+        }
+        m.insert(url.to_string(), (era, Instant::now()));
+    }
+
+    fn forget(&self, url: &str) {
+        self.0.lock().expect("eras lock").remove(url);
+    }
+}
+
+/// Why a connection attempt failed.
+struct Refused {
+    message: String,
+    timed_out: bool,
 }
 
 /// Headers as sent upstream; values are marked sensitive so they never print.
@@ -87,7 +135,13 @@ impl McpClients {
             policy: outbound.policy.clone(),
             http: TracingHttp(http_client(outbound)),
             sessions: Mutex::new(HashMap::new()),
+            eras: Eras::default(),
         }
+    }
+
+    /// What the server at `url` was found to speak, if it was contacted lately.
+    pub fn era(&self, url: &str) -> Option<Era> {
+        self.eras.get(url)
     }
 
     /// Resolves a source's header bindings for a run (`None`: no run, such as discovery
@@ -117,16 +171,45 @@ impl McpClients {
     /// connections are made: URL checks belong here).
     async fn open(&self, source_id: &str, url: &str, headers: Headers) -> Result<Session, String> {
         self.check_outbound(source_id, url).await?;
+        let stateless = || ClientLifecycleMode::Discover { preferred_versions: vec![ProtocolVersion::V_2026_07_28] };
+        let known = self.eras.get(url);
+        let first = match known {
+            Some(Era::Sessions) => ClientLifecycleMode::Initialize,
+            _ => stateless(),
+        };
+        let opened = match self.handshake(url, &headers, first).await {
+            // Unknown, and it refused the stateless protocol: a server with sessions only.
+            Err(e) if known.is_none() && !e.timed_out => self.handshake(url, &headers, ClientLifecycleMode::Initialize).await,
+            other => other,
+        };
+        match opened {
+            Ok(s) => {
+                let modern = s.peer_info().is_some_and(|p| !p.protocol_version.has_initialize());
+                self.eras.learnt(url, if modern { Era::Stateless } else { Era::Sessions });
+                Ok(s)
+            }
+            Err(e) => {
+                self.eras.forget(url);
+                Err(e.message)
+            }
+        }
+    }
+
+    /// One attempt to connect in the given lifecycle (`server/discover`, or `initialize`).
+    async fn handshake(&self, url: &str, headers: &Headers, lifecycle: ClientLifecycleMode) -> Result<Session, Refused> {
         let config = StreamableHttpClientTransportConfig::with_uri(url.to_string())
-            .custom_headers(headers)
+            .custom_headers(headers.clone())
             .max_json_response_size(self.max_response)
             .max_sse_event_size(self.max_response);
         let transport = StreamableHttpClientTransport::with_client(self.http.clone(), config);
-        let info = ClientInfo::new(ClientCapabilities::default(), Implementation::new("toolrouter", env!("CARGO_PKG_VERSION")));
-        match tokio::time::timeout(self.handshake_timeout, info.serve(transport)).await {
+        let info = ClientInfo::new(ClientCapabilities::default(), Implementation::new("toolrouter", env!("CARGO_PKG_VERSION")))
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE);
+        match tokio::time::timeout(self.handshake_timeout, info.serve_with_lifecycle(transport, lifecycle)).await {
             Ok(Ok(s)) => Ok(s),
-            Ok(Err(e)) => Err(format!("the MCP server did not complete initialization: {}", short(&e.to_string()))),
-            Err(_) => Err("the MCP server did not complete initialization in time".into()),
+            Ok(Err(e)) => {
+                Err(Refused { message: format!("the MCP server did not complete initialization: {}", short(&e.to_string())), timed_out: false })
+            }
+            Err(_) => Err(Refused { message: "the MCP server did not complete initialization in time".into(), timed_out: true }),
         }
     }
 

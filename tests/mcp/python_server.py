@@ -15,7 +15,7 @@ def add(a: int, b: int) -> int:
     return a + b
 
 
-@server.tool(description="Report the run header and the MCP session this call arrived in.")
+@server.tool(description="Report the run header, the MCP session and the protocol version of this call.")
 def whoami(note: str, ctx: Context) -> dict:
     headers = ctx.headers or {}
     return {
@@ -23,6 +23,7 @@ def whoami(note: str, ctx: Context) -> dict:
         "run": headers.get("x-run"),
         "user": headers.get("x-user"),
         "session": headers.get("mcp-session-id"),
+        "protocol": ctx.protocol_version,
         "traceparent": headers.get("traceparent"),
     }
 

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-    ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData, ListToolsResult, PaginatedRequestParams, ProtocolVersion,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -29,6 +29,8 @@ pub const LOOKALIKE_FAULT: &str = r#"{"error":"unknown_tool","message":"x"}"#;
 pub struct Seen {
     pub method: &'static str,
     pub session: String,
+    /// The protocol version the request was served in.
+    pub protocol: String,
     pub headers: BTreeMap<String, String>,
     pub tool: String,
 }
@@ -37,6 +39,8 @@ pub struct Seen {
 struct State {
     tools: Vec<Tool>,
     seen: Vec<Seen>,
+    /// Speaks only the protocol versions with sessions (before 2026-07-28).
+    sessions_only: bool,
 }
 
 #[derive(Clone)]
@@ -66,17 +70,23 @@ pub fn mcp_tool(name: &str, description: &str, required: &[&str]) -> Tool {
 }
 
 impl McpServer {
+    /// A server of every protocol version rmcp knows (2026-07-28: stateless).
     pub async fn start(tools: Vec<Tool>) -> Self {
-        Self::serve(tools, None).await
+        Self::serve(tools, None, false).await
+    }
+
+    /// A server of the versions before 2026-07-28 only: every client gets a session.
+    pub async fn start_sessions_only(tools: Vec<Tool>) -> Self {
+        Self::serve(tools, None, true).await
     }
 
     /// The same server over HTTPS with the given certificate (reach it as `localhost`).
     pub async fn start_tls(tools: Vec<Tool>, tls: Arc<rustls::ServerConfig>) -> Self {
-        Self::serve(tools, Some(tls)).await
+        Self::serve(tools, Some(tls), false).await
     }
 
-    async fn serve(tools: Vec<Tool>, tls: Option<Arc<rustls::ServerConfig>>) -> Self {
-        let state = Arc::new(Mutex::new(State { tools, seen: Vec::new() }));
+    async fn serve(tools: Vec<Tool>, tls: Option<Arc<rustls::ServerConfig>>, sessions_only: bool) -> Self {
+        let state = Arc::new(Mutex::new(State { tools, seen: Vec::new(), sessions_only }));
         let cancel = CancellationToken::new();
         let handler = Recording(state.clone());
         let service: StreamableHttpService<Recording, LocalSessionManager> = StreamableHttpService::new(
@@ -155,12 +165,21 @@ fn record(state: &Arc<Mutex<State>>, method: &'static str, cx: &RequestContext<R
     let parts = cx.extensions.get::<http::request::Parts>().expect("served over HTTP");
     let headers = parts.headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or_default().to_string())).collect::<BTreeMap<_, _>>();
     let session = headers.get("mcp-session-id").cloned().unwrap_or_default();
-    state.lock().unwrap().seen.push(Seen { method, session, headers, tool: tool.to_string() });
+    let protocol = cx.protocol_version().map(|v| v.as_str().to_string()).or_else(|| headers.get("mcp-protocol-version").cloned()).unwrap_or_default();
+    state.lock().unwrap().seen.push(Seen { method, session, protocol, headers, tool: tool.to_string() });
 }
 
 impl ServerHandler for Recording {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    fn supported_protocol_versions(&self) -> std::borrow::Cow<'static, [ProtocolVersion]> {
+        if self.0.lock().unwrap().sessions_only {
+            std::borrow::Cow::Owned(ProtocolVersion::KNOWN_VERSIONS.iter().filter(|v| v.has_initialize()).cloned().collect())
+        } else {
+            std::borrow::Cow::Borrowed(ProtocolVersion::KNOWN_VERSIONS)
+        }
     }
 
     async fn list_tools(&self, _r: Option<PaginatedRequestParams>, cx: RequestContext<RoleServer>) -> Result<ListToolsResult, ErrorData> {

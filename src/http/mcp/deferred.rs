@@ -47,13 +47,18 @@ fn approval_input(call: &DeferredCall) -> InputRequests {
 }
 
 /// A deferred outcome for a client without a session: a task, the approval question (a
-/// multi round-trip request), or `None` (the pending result, as for any client).
+/// multi round-trip request), the result when the record was resolved meanwhile (a call id
+/// sent again), or `None` (the pending result, as for any client).
 pub async fn answer_deferred(router: &Router, cx: &CallContext, call: &DeferredCall, takes: Takes) -> Result<Option<CallToolResponse>, ErrorData> {
+    let record = task_record(router, cx, &call.deferred_id).await?;
     if takes.tasks {
-        let record = task_record(router, cx, &call.deferred_id).await?;
         return Ok(Some(CallToolResponse::Task(CreateTaskResult::new(task_of(&record, takes).task))));
     }
-    if call.kind == DeferredKind::Approval && takes.form_elicitation {
+    if let Some(reply) = &record.result {
+        return Ok(Some(CallToolResponse::Complete(call_result(Outcome::Result(reply.render())))));
+    }
+    let asks = call.kind == DeferredKind::Approval && record.state == DeferredState::Pending && record.resolution.is_empty();
+    if asks && takes.form_elicitation {
         let state = format!("{STATE_PREFIX}{}", call.deferred_id);
         return Ok(Some(CallToolResponse::InputRequired(InputRequiredResult::new(Some(approval_input(call)), Some(state)))));
     }
@@ -61,23 +66,43 @@ pub async fn answer_deferred(router: &Router, cx: &CallContext, call: &DeferredC
 }
 
 /// A retried `tools/call` carrying the answer to an approval question: resolves the record
-/// the state names (it must be the tenant's, of this agent, for the same tool) and answers
-/// with the call's result; a dismissed question leaves it pending.
+/// the state names (it must be the tenant's, of this agent, for the same tool and arguments)
+/// and answers with the call's result; a dismissed question leaves it pending.
 pub async fn answer_retry(
     router: &Arc<Router>,
     cx: &CallContext,
-    tool_name: &str,
+    retried: (&str, &str),
     state: &str,
     responses: Option<&InputResponses>,
 ) -> Result<CallToolResponse, ErrorData> {
+    let (tool_name, arguments_json) = retried;
     let unknown = || mcp_error(Error::invalid("requestState", "names no approval question of this agent: call the tool again without it"));
     let id = state.strip_prefix(STATE_PREFIX).filter(|d| !d.is_empty()).ok_or_else(unknown)?;
     let record = router.deferred_record(&cx.tenant, id).await.map_err(mcp_error)?.ok_or_else(unknown)?;
-    if record.agent_id != cx.agent_id || record.call.kind != DeferredKind::Approval {
+    // An approved approval-gated client tool is a client execution now (same record).
+    let asked = record.call.kind == DeferredKind::Approval || record.call.target.definition.requires_approval;
+    if record.agent_id != cx.agent_id || !asked {
         return Err(unknown());
     }
     if record.call.original_call.tool_name != tool_name {
         return Err(mcp_error(Error::invalid("name", "the retry of a call names the tool of the call it retries")));
+    }
+    // `call_tool` names its target in its arguments: without this, the answer would run
+    // another call than the one the request asked for.
+    let same = |a: &str| serde_json::from_str::<Value>(a).ok();
+    if same(&record.call.original_call.arguments_json) != same(arguments_json) {
+        return Err(mcp_error(Error::invalid("arguments", "the retry of a call carries the arguments of the call it retries")));
+    }
+    // Handed to the client by an earlier answer: that answer stands (a replay changes nothing).
+    if record.call.kind == DeferredKind::ClientExecution {
+        if record.state == DeferredState::Expired {
+            return Err(mcp_error(Error::FailedPrecondition(format!("deferred call {id:?} expired before it was resolved"))));
+        }
+        let outcome = match &record.result {
+            Some(reply) => Outcome::Result(reply.render()),
+            None => Outcome::Deferred(record.call.clone()),
+        };
+        return Ok(CallToolResponse::Complete(call_result(outcome)));
     }
     let answer = responses.and_then(|r| r.get(APPROVAL_INPUT));
     let rq = cx.request();
@@ -156,6 +181,10 @@ pub async fn update_task(router: &Arc<Router>, cx: &CallContext, task_id: &str, 
         return Err(mcp_error(Error::invalid("inputResponses", format!("answer the input request {APPROVAL_INPUT:?}"))));
     };
     if record.call.kind != DeferredKind::Approval {
+        // An approval-gated client tool approved already: answered, the first answer stands.
+        if record.call.target.definition.requires_approval {
+            return Ok(());
+        }
         return Err(mcp_error(Error::invalid("taskId", "this task asks no question: its result comes from the host")));
     }
     if let Some(resolution) = approve::resolution_of(Some(answer)) {

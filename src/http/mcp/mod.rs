@@ -131,8 +131,8 @@ fn meta_id<'a>(cx: &'a RequestContext<RoleServer>, key: &str) -> Result<Option<&
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) if s.is_empty() => Ok(None),
         Some(Value::String(s)) if s.len() <= MAX_ID_BYTES => Ok(Some(s)),
-        Some(Value::String(_)) => Err(mcp_error(Error::invalid(&format!("_meta.{key}"), format!("at most {MAX_ID_BYTES} bytes")))),
-        Some(_) => Err(mcp_error(Error::invalid(&format!("_meta.{key}"), "must be a string"))),
+        Some(Value::String(_)) => Err(mcp_error(Error::invalid(format!("_meta.{key}"), format!("at most {MAX_ID_BYTES} bytes")))),
+        Some(_) => Err(mcp_error(Error::invalid(format!("_meta.{key}"), "must be a string"))),
     }
 }
 
@@ -149,13 +149,13 @@ fn run_of(parts: &http::request::Parts, cx: &RequestContext<RoleServer>) -> Resu
     };
     let named = match (meta_id(cx, RUN_ID_META)?, header) {
         (Some(m), Some(h)) if m != h => {
-            return Err(mcp_error(Error::invalid(&format!("_meta.{RUN_ID_META}"), "names another run than the Toolrouter-Run-Id header")));
+            return Err(mcp_error(Error::invalid(format!("_meta.{RUN_ID_META}"), "names another run than the Toolrouter-Run-Id header")));
         }
         (m, h) => m.or(h),
     };
     match (session, named) {
         (Some(s), Some(n)) if s != n => Err(mcp_error(Error::invalid(
-            &format!("_meta.{RUN_ID_META}"),
+            format!("_meta.{RUN_ID_META}"),
             "names another run than the session's (a session is its run: leave the run id out)",
         ))),
         (Some(s), _) => Ok(s.to_string()),
@@ -232,7 +232,7 @@ impl ServerHandler for AgentMcp {
         let cx = admit(&self.guard.admission, &rq).await?;
         // The second round of an approval question: the answer resolves the record.
         if let Some(state) = &request.request_state {
-            return deferred::answer_retry(&self.router, &cx, &request.name, state, request.input_responses.as_ref()).await;
+            return deferred::answer_retry(&self.router, &cx, (&request.name, &arguments), state, request.input_responses.as_ref()).await;
         }
         // A call named by `_meta` (the model's tool call id, relayed by the host) is retried
         // exactly once within its run; an unnamed one is a call of its own.

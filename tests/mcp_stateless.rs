@@ -557,7 +557,7 @@ async fn an_approved_client_tool_is_handed_to_the_client_and_a_replayed_answer_c
 // ----- tasks (SEP-2663) -----
 
 #[tokio::test]
-async fn the_server_advertises_the_tasks_extension() {
+async fn discover_advertises_tasks_carries_the_instructions_and_refuses_an_unknown_agent() {
     let s = TestServer::start().await;
     s.create("crm", crm_definition("http://127.0.0.1:1")).await;
     let discovered = send(&endpoint(&s, "/mcp/agents/crm"), &rpc("server/discover", json!({}), &plain(), json!({})), &[]).await.1;
@@ -565,6 +565,13 @@ async fn the_server_advertises_the_tasks_extension() {
     assert!(r["supportedVersions"].as_array().unwrap().iter().any(|v| v == VERSION), "{discovered}");
     assert!(r["capabilities"]["extensions"][TASKS].is_object(), "{discovered}");
     assert!(r["capabilities"]["tools"].is_object(), "{discovered}");
+    assert!(r["instructions"].as_str().is_some_and(|i| i.contains("discover_tools")), "{discovered}");
+    assert_eq!((r["ttlMs"].as_u64(), r["cacheScope"].as_str()), (Some(0), Some("private")), "the default version changes on promotion");
+    let pinned = send(&endpoint(&s, "/mcp/agents/crm/versions/1"), &rpc("server/discover", json!({}), &plain(), json!({})), &[]).await.1;
+    assert_eq!(result(&pinned)["ttlMs"].as_u64(), Some(DAY_MS), "{pinned}");
+    // Like `initialize`, the handshake fails for an agent the tenant does not have.
+    let (_, unknown) = send(&endpoint(&s, "/mcp/agents/nope"), &rpc("server/discover", json!({}), &plain(), json!({})), &[]).await;
+    assert!(unknown["error"]["message"].as_str().is_some_and(|m| m.contains("nope")), "{unknown}");
 }
 
 #[tokio::test]

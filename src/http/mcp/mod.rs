@@ -16,9 +16,9 @@ use std::sync::Arc;
 
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock, ErrorData, GetTaskParams, GetTaskResult, Implementation,
-    InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
-    UpdateTaskParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock, DiscoverResult, ErrorData, GetTaskParams, GetTaskResult,
+    Implementation, InitializeRequestParams, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    Tool, UpdateTaskParams,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -209,6 +209,23 @@ impl ServerHandler for AgentMcp {
         if !instructions.is_empty() {
             result.instructions = Some(instructions);
         }
+        Ok(result)
+    }
+
+    /// The 2026-07-28 handshake: like `initialize`, an unknown agent (or another tenant's)
+    /// fails it, and it carries the definition's instructions.
+    async fn discover(&self, cx: RequestContext<RoleServer>) -> Result<DiscoverResult, ErrorData> {
+        let mut call = admit(&self.guard.admission, &cx).await?;
+        call.run = RunContext { identity: call.run.identity, ..Default::default() };
+        let listed = self.router.model_tools(&call).await.map_err(mcp_error)?;
+        let mut result = DiscoverResult::from_server_info(self.supported_protocol_versions().into_owned(), self.get_info());
+        if !listed.instructions.is_empty() {
+            result.instructions = Some(listed.instructions);
+        }
+        // A named version's instructions never change; the default version's do on promotion.
+        let (_, version) = request_parts(&cx).map(|p| addressed(p.uri.path())).transpose().map_err(mcp_error)?.unwrap_or_default();
+        result.ttl_ms = if version != 0 { STABLE_LIST_TTL_MS } else { 0 };
+        result.cache_scope = rmcp::model::CacheScope::Private;
         Ok(result)
     }
 

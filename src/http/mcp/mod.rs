@@ -236,8 +236,13 @@ impl ServerHandler for AgentMcp {
         // Cache hints (SEP-2549) that hold: a listing fixed by its version (or its run's
         // pin) stays; the default version's changes on promotion, so it is stale at once.
         // Private: listings are per tenant (and per user).
+        // Only in 2026-07-28: older versions have no such fields.
+        let result = ListToolsResult::with_all_items(tools);
+        if !modern(&cx) {
+            return Ok(result);
+        }
         let ttl = if listed.stable { STABLE_LIST_TTL_MS } else { 0 };
-        Ok(ListToolsResult::with_all_items(tools).with_ttl_ms(ttl).with_cache_scope(rmcp::model::CacheScope::Private))
+        Ok(result.with_ttl_ms(ttl).with_cache_scope(rmcp::model::CacheScope::Private))
     }
 
     async fn call_tool(&self, request: CallToolRequestParams, rq: RequestContext<RoleServer>) -> Result<CallToolResponse, ErrorData> {
@@ -300,13 +305,18 @@ impl ServerHandler for AgentMcp {
 /// session requests and older stateless ones, which can take neither.
 fn takes_without_session(cx: &RequestContext<RoleServer>) -> Option<deferred::Takes> {
     let sessionless = request_parts(cx).is_some_and(|p| !p.headers.contains_key("mcp-session-id"));
-    let modern = cx.meta.protocol_version().is_some_and(|v| v.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str());
-    if !(sessionless && modern) {
+    if !(sessionless && modern(cx)) {
         return None;
     }
     let caps = cx.meta.client_capabilities().unwrap_or_default();
     let form_elicitation = caps.elicitation.as_ref().and_then(|e| serde_json::to_value(e).ok()).is_some_and(|e| approve::form_mode(&e));
     Some(deferred::Takes { form_elicitation, tasks: caps.supports_tasks() })
+}
+
+/// Does the request speak 2026-07-28 (or later)? Session requests carry no version in
+/// `_meta`; their session's version predates it.
+fn modern(cx: &RequestContext<RoleServer>) -> bool {
+    cx.meta.protocol_version().is_some_and(|v| !v.has_initialize())
 }
 
 fn request_parts(cx: &RequestContext<RoleServer>) -> Option<&http::request::Parts> {

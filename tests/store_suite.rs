@@ -9,7 +9,7 @@ mod common;
 use std::collections::BTreeSet;
 
 use common::pg;
-use toolrouter::store::{CallKey, Claim, ClaimRequest, DeferredRow, Lease, Store, StoreError, Transition};
+use toolrouter::store::{CallKey, Claim, ClaimRequest, ConsentRow, DeferredRow, Lease, OAuthClientRow, Store, StoreError, TokenRow, Transition};
 
 const T: &str = "tenant-1";
 const OTHER: &str = "tenant-2";
@@ -97,6 +97,15 @@ suite!(
     an_executing_record_is_held_under_a_lease_and_completed_for_a_lost_holder_only_once_it_ran_out,
     pending_records_past_their_expiry_become_expired_and_cannot_be_moved,
     purge_deletes_old_records_in_batches_and_keeps_recent_pending_and_executing_ones,
+    tokens_are_put_read_and_replaced_only_while_their_updated_time_is_unchanged,
+    concurrent_token_replacements_with_one_expectation_have_one_winner,
+    delete_tokens_removes_one_source_or_every_source_of_one_user,
+    another_tenant_sees_no_oauth_rows_and_cannot_replace_or_delete_them,
+    a_consent_is_taken_once_with_its_tenant,
+    concurrent_takes_of_a_consent_have_one_winner,
+    an_expired_consent_is_still_taken_and_purge_oauth_deletes_expired_consents_in_batches,
+    the_first_registration_of_an_oauth_client_wins,
+    purge_oauth_deletes_tokens_last_written_before_the_cut_off_in_batches,
 );
 
 // ----- backend-independent -----
@@ -145,7 +154,7 @@ async fn postgres_migrations_run_once_when_replicas_start_together() {
     let again = Store::open(&db.url).await.expect("reopen");
     let mut conn = db.connect().await;
     let rows: Vec<(i64,)> = sqlx::query_as("SELECT version FROM schema_migrations ORDER BY version").fetch_all(&mut conn).await.unwrap();
-    assert_eq!(rows, vec![(1,), (2,)], "one row per migration");
+    assert_eq!(rows, vec![(1,), (2,), (3,)], "one row per migration");
     // Every replica works on the same tables.
     stores[0].create_version(T, "a", "{}", false, 1).await.unwrap();
     assert_eq!(stores[5].default_version(T, "a").await.unwrap(), Some(1));
@@ -199,6 +208,42 @@ fn lease(until: i64) -> Lease<'static> {
 
 fn ids(rows: &[DeferredRow]) -> Vec<&str> {
     rows.iter().map(|r| r.deferred_id.as_str()).collect()
+}
+
+/// Tokens of `user` for `source`, last written at `updated`.
+fn token(user: &str, source: &str, updated: i64) -> TokenRow {
+    TokenRow {
+        user_id: user.into(),
+        source_id: source.into(),
+        server_url: format!("https://{source}.example/mcp"),
+        sealed: format!("sealed-{user}-{source}-{updated}"),
+        expires_at: Some(updated + 3_600_000),
+        updated,
+    }
+}
+
+/// A consent of user `ada` for source `s1`, expiring at `expire_time`.
+fn consent(state_hash: &str, expire_time: i64) -> ConsentRow {
+    ConsentRow {
+        state_hash: state_hash.into(),
+        user_id: "ada".into(),
+        agent_id: "a".into(),
+        source_id: "s1".into(),
+        deferred_id: "d1".into(),
+        sealed: format!("sealed-{state_hash}"),
+        create_time: expire_time - 600_000,
+        expire_time,
+    }
+}
+
+fn oauth_client(issuer: &str, redirect_uri: &str, client_id: &str) -> OAuthClientRow {
+    OAuthClientRow {
+        issuer: issuer.into(),
+        redirect_uri: redirect_uri.into(),
+        client_id: client_id.into(),
+        sealed_secret: format!("sealed-secret-of-{client_id}"),
+        create_time: 1000,
+    }
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -774,4 +819,175 @@ async fn concurrent_record_use_counts_every_call(s: Store) {
     }
     let usage = s.usage(T, "a", "ada", 1000, 1_000_000).await.unwrap();
     assert!(close(usage[0].1, 20.0), "every call counted: {usage:?}");
+}
+
+async fn tokens_are_put_read_and_replaced_only_while_their_updated_time_is_unchanged(s: Store) {
+    assert_eq!(s.get_token(T, "ada", "s1").await.unwrap(), None);
+    let first = token("ada", "s1", 1000);
+    s.put_token(T, &first).await.unwrap();
+    assert_eq!(s.get_token(T, "ada", "s1").await.unwrap(), Some(first.clone()));
+    // A put replaces the row whole (a new consent), expiry included.
+    let reconsented = TokenRow { expires_at: None, ..token("ada", "s1", 2000) };
+    s.put_token(T, &reconsented).await.unwrap();
+    assert_eq!(s.get_token(T, "ada", "s1").await.unwrap(), Some(reconsented.clone()));
+
+    // A refresh that read the row at 2000 replaces it; one that read it at 1000 lost a race.
+    let refreshed = token("ada", "s1", 3000);
+    assert!(s.replace_token(T, &refreshed, 2000).await.unwrap());
+    assert_eq!(s.get_token(T, "ada", "s1").await.unwrap(), Some(refreshed.clone()));
+    assert!(!s.replace_token(T, &token("ada", "s1", 4000), 2000).await.unwrap(), "a stale expectation loses");
+    assert!(!s.replace_token(T, &token("ada", "s1", 4000), 1000).await.unwrap());
+    assert_eq!(s.get_token(T, "ada", "s1").await.unwrap(), Some(refreshed), "the loser changed nothing");
+    // A refresh of tokens deleted meanwhile (the user disconnected) creates nothing.
+    assert!(!s.replace_token(T, &token("ada", "s2", 4000), 3000).await.unwrap());
+    assert_eq!(s.get_token(T, "ada", "s2").await.unwrap(), None);
+    assert_eq!(s.get_token(T, "bob", "s1").await.unwrap(), None, "per user");
+}
+
+async fn concurrent_token_replacements_with_one_expectation_have_one_winner(s: Store) {
+    s.put_token(T, &token("ada", "s1", 1000)).await.unwrap();
+    let attempts = (0..8).map(|i| {
+        let s = s.clone();
+        tokio::spawn(async move { (i, s.replace_token(T, &token("ada", "s1", 2000 + i), 1000).await.expect("replace")) })
+    });
+    let results: Vec<(i64, bool)> = futures::future::join_all(attempts).await.into_iter().map(|r| r.unwrap()).collect();
+    let winners: Vec<i64> = results.iter().filter(|(_, won)| *won).map(|(i, _)| *i).collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    assert_eq!(s.get_token(T, "ada", "s1").await.unwrap(), Some(token("ada", "s1", 2000 + winners[0])), "the winner's row stays");
+}
+
+async fn delete_tokens_removes_one_source_or_every_source_of_one_user(s: Store) {
+    for (user, source) in [("ada", "s1"), ("ada", "s2"), ("ada", "s3"), ("bob", "s1")] {
+        s.put_token(T, &token(user, source, 1000)).await.unwrap();
+    }
+    assert_eq!(s.delete_tokens(T, "ada", Some("s1")).await.unwrap(), 1);
+    assert_eq!(s.get_token(T, "ada", "s1").await.unwrap(), None);
+    assert!(s.get_token(T, "ada", "s2").await.unwrap().is_some(), "only that source");
+    assert_eq!(s.delete_tokens(T, "ada", Some("s1")).await.unwrap(), 0, "already gone");
+    assert_eq!(s.delete_tokens(T, "ada", None).await.unwrap(), 2, "every source of the user");
+    assert_eq!(s.get_token(T, "ada", "s2").await.unwrap(), None);
+    assert_eq!(s.get_token(T, "ada", "s3").await.unwrap(), None);
+    assert!(s.get_token(T, "bob", "s1").await.unwrap().is_some(), "another user's tokens stay");
+    assert_eq!(s.delete_tokens(T, "nobody", None).await.unwrap(), 0);
+}
+
+async fn another_tenant_sees_no_oauth_rows_and_cannot_replace_or_delete_them(s: Store) {
+    let row = token("ada", "s1", 1000);
+    s.put_token(T, &row).await.unwrap();
+    let client = oauth_client("https://as.example", "https://router.example/cb", "client-1");
+    s.put_oauth_client(T, &client).await.unwrap();
+
+    assert_eq!(s.get_token(OTHER, "ada", "s1").await.unwrap(), None);
+    assert!(!s.replace_token(OTHER, &token("ada", "s1", 2000), 1000).await.unwrap());
+    assert_eq!(s.delete_tokens(OTHER, "ada", Some("s1")).await.unwrap(), 0);
+    assert_eq!(s.delete_tokens(OTHER, "ada", None).await.unwrap(), 0);
+    assert_eq!(s.get_token(T, "ada", "s1").await.unwrap(), Some(row.clone()), "untouched");
+    assert_eq!(s.get_oauth_client(OTHER, &client.issuer, &client.redirect_uri).await.unwrap(), None);
+
+    // The same keys in the other tenant are rows of its own.
+    let theirs = token("ada", "s1", 5000);
+    s.put_token(OTHER, &theirs).await.unwrap();
+    let their_client = oauth_client("https://as.example", "https://router.example/cb", "client-2");
+    assert_eq!(s.put_oauth_client(OTHER, &their_client).await.unwrap(), their_client, "not the first tenant's registration");
+    assert_eq!(s.get_token(T, "ada", "s1").await.unwrap(), Some(row));
+    assert_eq!(s.get_token(OTHER, "ada", "s1").await.unwrap(), Some(theirs));
+    assert_eq!(s.get_oauth_client(T, &client.issuer, &client.redirect_uri).await.unwrap(), Some(client));
+    assert_eq!(s.delete_tokens(OTHER, "ada", None).await.unwrap(), 1);
+    assert!(s.get_token(T, "ada", "s1").await.unwrap().is_some(), "deleting the other tenant's left this one's");
+}
+
+async fn a_consent_is_taken_once_with_its_tenant(s: Store) {
+    let mine = consent("hash-1", 10_000);
+    let theirs = ConsentRow { user_id: "eve".into(), ..consent("hash-2", 10_000) };
+    s.insert_consent(T, &mine).await.unwrap();
+    s.insert_consent(OTHER, &theirs).await.unwrap();
+    assert!(s.insert_consent(T, &consent("hash-1", 20_000)).await.is_err(), "state hashes are unique");
+
+    assert_eq!(s.take_consent("hash-1").await.unwrap(), Some((T.to_string(), mine)));
+    assert_eq!(s.take_consent("hash-1").await.unwrap(), None, "single use");
+    assert_eq!(s.take_consent("hash-2").await.unwrap(), Some((OTHER.to_string(), theirs)), "each consent names its own tenant");
+    assert_eq!(s.take_consent("never-issued").await.unwrap(), None);
+}
+
+async fn concurrent_takes_of_a_consent_have_one_winner(s: Store) {
+    for round in 0..3 {
+        let hash = format!("hash-{round}");
+        s.insert_consent(T, &consent(&hash, 10_000)).await.unwrap();
+        let takes = (0..10).map(|_| {
+            let (s, hash) = (s.clone(), hash.clone());
+            tokio::spawn(async move { s.take_consent(&hash).await.expect("take") })
+        });
+        let taken: Vec<Option<(String, ConsentRow)>> = futures::future::join_all(takes).await.into_iter().map(|r| r.unwrap()).collect();
+        let winners: Vec<&(String, ConsentRow)> = taken.iter().flatten().collect();
+        assert_eq!(winners.len(), 1, "{taken:?}");
+        assert_eq!(*winners[0], (T.to_string(), consent(&hash, 10_000)));
+    }
+}
+
+async fn an_expired_consent_is_still_taken_and_purge_oauth_deletes_expired_consents_in_batches(s: Store) {
+    // The store does not judge expiry when taking: the caller sees expire_time and refuses.
+    s.insert_consent(T, &consent("expired", 1000)).await.unwrap();
+    assert_eq!(s.take_consent("expired").await.unwrap(), Some((T.to_string(), consent("expired", 1000))));
+
+    for i in 0..5 {
+        s.insert_consent(T, &consent(&format!("old{i}"), 1000 + i)).await.unwrap();
+    }
+    s.insert_consent(OTHER, &consent("old-other-tenant", 1000)).await.unwrap();
+    s.insert_consent(T, &consent("live", 9000)).await.unwrap();
+    s.insert_consent(T, &consent("expiring-now", 5000)).await.unwrap();
+    assert_eq!(s.purge_oauth(5000, 0, 4).await.unwrap(), (4, 0), "a batch of at most four, every tenant");
+    assert_eq!(s.purge_oauth(5000, 0, 4).await.unwrap(), (2, 0));
+    assert_eq!(s.purge_oauth(5000, 0, 4).await.unwrap(), (0, 0));
+    assert_eq!(s.take_consent("old0").await.unwrap(), None);
+    assert_eq!(s.take_consent("old-other-tenant").await.unwrap(), None);
+    assert!(s.take_consent("live").await.unwrap().is_some(), "an unexpired consent stays");
+    assert!(s.take_consent("expiring-now").await.unwrap().is_some(), "expiring at `now` is not yet before it");
+}
+
+async fn the_first_registration_of_an_oauth_client_wins(s: Store) {
+    let (issuer, cb) = ("https://as.example", "https://router.example/cb");
+    assert_eq!(s.get_oauth_client(T, issuer, cb).await.unwrap(), None);
+    let first = oauth_client(issuer, cb, "first");
+    assert_eq!(s.put_oauth_client(T, &first).await.unwrap(), first);
+    let second = OAuthClientRow { create_time: 2000, ..oauth_client(issuer, cb, "second") };
+    assert_eq!(s.put_oauth_client(T, &second).await.unwrap(), first, "the stored row, not the new one");
+    assert_eq!(s.get_oauth_client(T, issuer, cb).await.unwrap(), Some(first.clone()));
+    // Another redirect URI or issuer is another registration.
+    let other_cb = oauth_client(issuer, "https://router.example/other", "third");
+    assert_eq!(s.put_oauth_client(T, &other_cb).await.unwrap(), other_cb);
+    let other_issuer = oauth_client("https://as2.example", cb, "fourth");
+    assert_eq!(s.put_oauth_client(T, &other_issuer).await.unwrap(), other_issuer);
+    assert_eq!(s.get_oauth_client(T, issuer, cb).await.unwrap(), Some(first));
+
+    // Replicas registering at once all end up with one of them.
+    let puts = (0..8).map(|i| {
+        let s = s.clone();
+        tokio::spawn(async move { s.put_oauth_client(T, &oauth_client("https://as3.example", cb, &format!("racer-{i}"))).await.expect("put") })
+    });
+    let stored: BTreeSet<String> = futures::future::join_all(puts).await.into_iter().map(|r| r.unwrap().client_id).collect();
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(s.get_oauth_client(T, "https://as3.example", cb).await.unwrap().unwrap().client_id, *stored.first().unwrap());
+}
+
+async fn purge_oauth_deletes_tokens_last_written_before_the_cut_off_in_batches(s: Store) {
+    for i in 0..5 {
+        s.put_token(T, &token("ada", &format!("old{i}"), 1000 + i)).await.unwrap();
+    }
+    s.put_token(OTHER, &token("ada", "old-other-tenant", 1000)).await.unwrap();
+    s.put_token(T, &token("ada", "recent", 9000)).await.unwrap();
+    s.put_token(T, &token("ada", "at-cut-off", 5000)).await.unwrap();
+    // A refresh moves a token's clock: it is kept.
+    s.put_token(T, &token("bob", "refreshed", 1000)).await.unwrap();
+    assert!(s.replace_token(T, &token("bob", "refreshed", 6000), 1000).await.unwrap());
+    s.insert_consent(T, &consent("live", 9000)).await.unwrap();
+
+    assert_eq!(s.purge_oauth(1000, 5000, 4).await.unwrap(), (0, 4), "a batch of at most four, every tenant");
+    assert_eq!(s.purge_oauth(1000, 5000, 4).await.unwrap(), (0, 2));
+    assert_eq!(s.purge_oauth(1000, 5000, 4).await.unwrap(), (0, 0));
+    assert_eq!(s.get_token(T, "ada", "old0").await.unwrap(), None);
+    assert_eq!(s.get_token(OTHER, "ada", "old-other-tenant").await.unwrap(), None);
+    assert!(s.get_token(T, "ada", "recent").await.unwrap().is_some());
+    assert!(s.get_token(T, "ada", "at-cut-off").await.unwrap().is_some());
+    assert!(s.get_token(T, "bob", "refreshed").await.unwrap().is_some());
+    assert!(s.take_consent("live").await.unwrap().is_some(), "unexpired consents stay");
 }

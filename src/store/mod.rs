@@ -1,5 +1,6 @@
-//! Durable state: definitions, default pointers, runs, tool-call outcomes, deferred records
-//! and usage counts, behind domain-level methods so no sqlx type leaves this module.
+//! Durable state: definitions, default pointers, runs, tool-call outcomes, deferred records,
+//! usage counts and per-user OAuth state (sealed tokens, consents in progress, registered
+//! clients), behind domain-level methods so no sqlx type leaves this module.
 //!
 //! Two backends with the same behaviour, chosen by the store URL:
 //! - `sqlite://FILE` (or `sqlite::memory:`): the embedded store, one file (`sqlite.rs`);
@@ -124,6 +125,48 @@ pub struct DeferredRow {
     pub lease_until: Option<i64>,
     /// A pending record not resolved by then expires.
     pub expire_time: Option<i64>,
+}
+
+/// A user's tokens for one MCP source, sealed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TokenRow {
+    pub user_id: String,
+    pub source_id: String,
+    /// The MCP server URL the tokens were issued for: they are used for this URL only.
+    pub server_url: String,
+    /// Sealed JSON of the tokens (access, refresh, token endpoint, client): base64 text.
+    pub sealed: String,
+    /// When the access token expires (ms since the epoch), if the server said.
+    pub expires_at: Option<i64>,
+    /// Last write (ms); also the TTL's clock.
+    pub updated: i64,
+}
+
+/// A consent in progress: the `state` sent to the authorization server, hashed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConsentRow {
+    /// Hex SHA-256 of the state (the state itself is never stored).
+    pub state_hash: String,
+    pub user_id: String,
+    pub agent_id: String,
+    pub source_id: String,
+    /// The deferred record the consent resolves ("" when none).
+    pub deferred_id: String,
+    /// Sealed JSON: PKCE verifier, client, token endpoint, redirect URI, resource, server URL.
+    pub sealed: String,
+    pub create_time: i64,
+    pub expire_time: i64,
+}
+
+/// A client registered with an authorization server (dynamic client registration).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OAuthClientRow {
+    pub issuer: String,
+    pub redirect_uri: String,
+    pub client_id: String,
+    /// Sealed client secret ("" for a public client).
+    pub sealed_secret: String,
+    pub create_time: i64,
 }
 
 /// Outcome of claiming a tool call id. `fingerprint` is the claim's (`None` for rows written
@@ -424,6 +467,59 @@ impl Store {
         dispatch!(self.count_pending())
     }
 
+    // ----- per-user OAuth tokens, consents and registered clients -----
+
+    /// Inserts or replaces the row of (tenant, user_id, source_id).
+    pub async fn put_token(&self, tenant: &str, row: &TokenRow) -> Result<(), StoreError> {
+        let _timer = store_timer("put_token");
+        dispatch!(self.put_token(tenant, row))
+    }
+
+    pub async fn get_token(&self, tenant: &str, user_id: &str, source_id: &str) -> Result<Option<TokenRow>, StoreError> {
+        let _timer = store_timer("get_token");
+        dispatch!(self.get_token(tenant, user_id, source_id))
+    }
+
+    /// Replaces the row only if its `updated` is still `expected_updated` (a refresh that raced
+    /// another replica's loses; so does one whose row was deleted meanwhile: nothing is
+    /// re-created). True when replaced. `row.updated` should differ from `expected_updated`
+    /// (a later time), or a second refresh holding the same expectation would also win.
+    pub async fn replace_token(&self, tenant: &str, row: &TokenRow, expected_updated: i64) -> Result<bool, StoreError> {
+        let _timer = store_timer("replace_token");
+        dispatch!(self.replace_token(tenant, row, expected_updated))
+    }
+
+    /// Deletes a user's tokens for one source, or for every source (None). Returns how many.
+    pub async fn delete_tokens(&self, tenant: &str, user_id: &str, source_id: Option<&str>) -> Result<u64, StoreError> {
+        let _timer = store_timer("delete_tokens");
+        dispatch!(self.delete_tokens(tenant, user_id, source_id))
+    }
+
+    /// Stores a consent in progress (its state hash is unique: a second insert of it fails).
+    pub async fn insert_consent(&self, tenant: &str, row: &ConsentRow) -> Result<(), StoreError> {
+        let _timer = store_timer("insert_consent");
+        dispatch!(self.insert_consent(tenant, row))
+    }
+
+    /// Single use: deletes the row as it reads it (DELETE ... RETURNING): of concurrent takers
+    /// exactly one gets it. Returns (tenant, row), also when expired (the caller checks
+    /// expire_time and refuses).
+    pub async fn take_consent(&self, state_hash: &str) -> Result<Option<(String, ConsentRow)>, StoreError> {
+        let _timer = store_timer("take_consent");
+        dispatch!(self.take_consent(state_hash))
+    }
+
+    pub async fn get_oauth_client(&self, tenant: &str, issuer: &str, redirect_uri: &str) -> Result<Option<OAuthClientRow>, StoreError> {
+        let _timer = store_timer("get_oauth_client");
+        dispatch!(self.get_oauth_client(tenant, issuer, redirect_uri))
+    }
+
+    /// Keeps the first registration: inserts unless one exists; returns the stored row.
+    pub async fn put_oauth_client(&self, tenant: &str, row: &OAuthClientRow) -> Result<OAuthClientRow, StoreError> {
+        let _timer = store_timer("put_oauth_client");
+        dispatch!(self.put_oauth_client(tenant, row))
+    }
+
     // ----- retention -----
 
     /// Deletes at most `limit` rows of each kind older than the cut-off: finished tool-call
@@ -432,6 +528,15 @@ impl Store {
     pub async fn purge(&self, before: i64, limit: u32) -> Result<Purged, StoreError> {
         let _timer = store_timer("purge");
         dispatch!(self.purge(before, limit))
+    }
+
+    /// Deletes at most `limit` consents whose `expire_time` is before `now` and at most
+    /// `limit` tokens last written before `tokens_updated_before` (every tenant); returns
+    /// (consents, tokens). Called from the retention sweeper like [`Store::purge`], in batches
+    /// until fewer than `limit` go.
+    pub async fn purge_oauth(&self, now: i64, tokens_updated_before: i64, limit: u32) -> Result<(u64, u64), StoreError> {
+        let _timer = store_timer("purge_oauth");
+        dispatch!(self.purge_oauth(now, tokens_updated_before, limit))
     }
 
     // ----- auto-pin usage -----

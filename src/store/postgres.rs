@@ -19,7 +19,10 @@ use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions, PgRo
 use sqlx::{Connection, Row};
 
 use super::sqlite::LEGACY_LEASE_MS;
-use super::{AgentRecord, CallKey, Claim, ClaimRequest, DeferredRow, Lease, Purged, StoreError, Transition, VersionRecord, decay};
+use super::{
+    AgentRecord, CallKey, Claim, ClaimRequest, ConsentRow, DeferredRow, Lease, OAuthClientRow, Purged, StoreError, TokenRow, Transition,
+    VersionRecord, decay,
+};
 
 const SCHEMA: &str = include_str!("schema_postgres.sql");
 
@@ -703,6 +706,164 @@ impl PgStore {
         Ok(row.get::<i64, _>(0) as u64)
     }
 
+    // ----- per-user OAuth tokens, consents and registered clients -----
+
+    /// Inserts or replaces the row of (tenant, user_id, source_id).
+    pub async fn put_token(&self, tenant: &str, row: &TokenRow) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO oauth_tokens (tenant, user_id, source_id, server_url, sealed, expires_at, updated) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+             ON CONFLICT (tenant, user_id, source_id) DO UPDATE SET server_url = EXCLUDED.server_url, sealed = EXCLUDED.sealed, \
+             expires_at = EXCLUDED.expires_at, updated = EXCLUDED.updated",
+        )
+        .bind(tenant)
+        .bind(&row.user_id)
+        .bind(&row.source_id)
+        .bind(&row.server_url)
+        .bind(&row.sealed)
+        .bind(row.expires_at)
+        .bind(row.updated)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    pub async fn get_token(&self, tenant: &str, user_id: &str, source_id: &str) -> Result<Option<TokenRow>, StoreError> {
+        let row = sqlx::query(
+            "SELECT user_id, source_id, server_url, sealed, expires_at, updated FROM oauth_tokens \
+             WHERE tenant = $1 AND user_id = $2 AND source_id = $3",
+        )
+        .bind(tenant)
+        .bind(user_id)
+        .bind(source_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| TokenRow {
+            user_id: r.get(0),
+            source_id: r.get(1),
+            server_url: r.get(2),
+            sealed: r.get(3),
+            expires_at: r.get(4),
+            updated: r.get(5),
+        }))
+    }
+
+    /// Replaces the row only if its `updated` is still `expected_updated` (never re-creates a
+    /// deleted one). One conditional UPDATE: of two replicas refreshing at once, the second
+    /// waits for the first's row lock, re-checks `updated` and replaces nothing.
+    pub async fn replace_token(&self, tenant: &str, row: &TokenRow, expected_updated: i64) -> Result<bool, StoreError> {
+        let n = sqlx::query(
+            "UPDATE oauth_tokens SET server_url = $1, sealed = $2, expires_at = $3, updated = $4 \
+             WHERE tenant = $5 AND user_id = $6 AND source_id = $7 AND updated = $8",
+        )
+        .bind(&row.server_url)
+        .bind(&row.sealed)
+        .bind(row.expires_at)
+        .bind(row.updated)
+        .bind(tenant)
+        .bind(&row.user_id)
+        .bind(&row.source_id)
+        .bind(expected_updated)
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        Ok(n == 1)
+    }
+
+    /// Deletes a user's tokens for one source, or for every source (`None`).
+    pub async fn delete_tokens(&self, tenant: &str, user_id: &str, source_id: Option<&str>) -> Result<u64, StoreError> {
+        let n = sqlx::query("DELETE FROM oauth_tokens WHERE tenant = $1 AND user_id = $2 AND ($3::TEXT IS NULL OR source_id = $3)")
+            .bind(tenant)
+            .bind(user_id)
+            .bind(source_id)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(n)
+    }
+
+    pub async fn insert_consent(&self, tenant: &str, row: &ConsentRow) -> Result<(), StoreError> {
+        sqlx::query(
+            "INSERT INTO oauth_consents (state_hash, tenant, user_id, agent_id, source_id, deferred_id, sealed, create_time, expire_time) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(&row.state_hash)
+        .bind(tenant)
+        .bind(&row.user_id)
+        .bind(&row.agent_id)
+        .bind(&row.source_id)
+        .bind(&row.deferred_id)
+        .bind(&row.sealed)
+        .bind(row.create_time)
+        .bind(row.expire_time)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Deletes the consent as it reads it: of two takers at once, the second waits for the
+    /// first's row lock, finds the row gone and gets nothing.
+    pub async fn take_consent(&self, state_hash: &str) -> Result<Option<(String, ConsentRow)>, StoreError> {
+        let row = sqlx::query(
+            "DELETE FROM oauth_consents WHERE state_hash = $1 \
+             RETURNING tenant, state_hash, user_id, agent_id, source_id, deferred_id, sealed, create_time, expire_time",
+        )
+        .bind(state_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| {
+            (
+                r.get(0),
+                ConsentRow {
+                    state_hash: r.get(1),
+                    user_id: r.get(2),
+                    agent_id: r.get(3),
+                    source_id: r.get(4),
+                    deferred_id: r.get(5),
+                    sealed: r.get(6),
+                    create_time: r.get(7),
+                    expire_time: r.get(8),
+                },
+            )
+        }))
+    }
+
+    pub async fn get_oauth_client(&self, tenant: &str, issuer: &str, redirect_uri: &str) -> Result<Option<OAuthClientRow>, StoreError> {
+        let row = sqlx::query(
+            "SELECT issuer, redirect_uri, client_id, sealed_secret, create_time FROM oauth_clients \
+             WHERE tenant = $1 AND issuer = $2 AND redirect_uri = $3",
+        )
+        .bind(tenant)
+        .bind(issuer)
+        .bind(redirect_uri)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| OAuthClientRow {
+            issuer: r.get(0),
+            redirect_uri: r.get(1),
+            client_id: r.get(2),
+            sealed_secret: r.get(3),
+            create_time: r.get(4),
+        }))
+    }
+
+    /// Keeps the first registration: inserts unless one exists (a concurrent insert of the
+    /// same key waits for the first to commit, then does nothing), then reads the stored row.
+    pub async fn put_oauth_client(&self, tenant: &str, row: &OAuthClientRow) -> Result<OAuthClientRow, StoreError> {
+        sqlx::query(
+            "INSERT INTO oauth_clients (tenant, issuer, redirect_uri, client_id, sealed_secret, create_time) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (tenant, issuer, redirect_uri) DO NOTHING",
+        )
+        .bind(tenant)
+        .bind(&row.issuer)
+        .bind(&row.redirect_uri)
+        .bind(&row.client_id)
+        .bind(&row.sealed_secret)
+        .bind(row.create_time)
+        .execute(&self.pool)
+        .await?;
+        Ok(self.get_oauth_client(tenant, &row.issuer, &row.redirect_uri).await?.unwrap_or_else(|| row.clone()))
+    }
+
     // ----- retention -----
 
     /// Deletes at most `limit` rows of each kind older than `before`.
@@ -723,6 +884,24 @@ impl PgStore {
         .await?
         .rows_affected();
         Ok(Purged { calls, deferred, runs: 0 })
+    }
+
+    /// Deletes at most `limit` consents that expired before `now` and at most `limit` tokens
+    /// last written before `tokens_updated_before`.
+    pub async fn purge_oauth(&self, now: i64, tokens_updated_before: i64, limit: u32) -> Result<(u64, u64), StoreError> {
+        let consents = sqlx::query("DELETE FROM oauth_consents WHERE ctid IN (SELECT ctid FROM oauth_consents WHERE expire_time < $1 LIMIT $2)")
+            .bind(now)
+            .bind(limit as i64)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        let tokens = sqlx::query("DELETE FROM oauth_tokens WHERE ctid IN (SELECT ctid FROM oauth_tokens WHERE updated < $1 LIMIT $2)")
+            .bind(tokens_updated_before)
+            .bind(limit as i64)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok((consents, tokens))
     }
 
     // ----- auto-pin usage -----

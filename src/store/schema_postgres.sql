@@ -84,3 +84,39 @@ CREATE INDEX deferred_expiring ON deferred (expire_time) WHERE state = 'pending'
 ALTER TABLE runs ADD COLUMN hot TEXT;
 CREATE TABLE tenant_runs (tenant TEXT COLLATE "C" PRIMARY KEY, runs BIGINT NOT NULL);
 INSERT INTO tenant_runs (tenant, runs) SELECT tenant, COUNT(*) FROM runs GROUP BY tenant;
+
+-- migration 3: per-user OAuth consent for MCP sources: tokens, consents in progress, registered clients
+-- Everything secret arrives sealed (opaque base64 text). Consents are found by the hash of
+-- their state alone (the redirect back carries no tenant) and taken once (DELETE … RETURNING).
+CREATE TABLE oauth_tokens (
+    tenant TEXT COLLATE "C" NOT NULL,
+    user_id TEXT COLLATE "C" NOT NULL,
+    source_id TEXT COLLATE "C" NOT NULL,
+    server_url TEXT NOT NULL,
+    sealed TEXT NOT NULL,
+    expires_at BIGINT,
+    updated BIGINT NOT NULL,
+    PRIMARY KEY (tenant, user_id, source_id)
+);
+CREATE INDEX oauth_tokens_by_updated ON oauth_tokens (updated);
+CREATE TABLE oauth_consents (
+    state_hash TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+    tenant TEXT COLLATE "C" NOT NULL,
+    user_id TEXT COLLATE "C" NOT NULL,
+    agent_id TEXT COLLATE "C" NOT NULL,
+    source_id TEXT COLLATE "C" NOT NULL,
+    deferred_id TEXT COLLATE "C" NOT NULL,
+    sealed TEXT NOT NULL,
+    create_time BIGINT NOT NULL,
+    expire_time BIGINT NOT NULL
+);
+CREATE INDEX oauth_consents_by_expiry ON oauth_consents (expire_time);
+CREATE TABLE oauth_clients (
+    tenant TEXT COLLATE "C" NOT NULL,
+    issuer TEXT COLLATE "C" NOT NULL,
+    redirect_uri TEXT COLLATE "C" NOT NULL,
+    client_id TEXT NOT NULL,
+    sealed_secret TEXT NOT NULL,
+    create_time BIGINT NOT NULL,
+    PRIMARY KEY (tenant, issuer, redirect_uri)
+);

@@ -25,12 +25,15 @@ use tokio::sync::oneshot;
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
 
-use super::{AgentRecord, CallKey, Claim, ClaimRequest, DeferredRow, Lease, Purged, StoreError, Transition, VersionRecord, decay};
+use super::{
+    AgentRecord, CallKey, Claim, ClaimRequest, ConsentRow, DeferredRow, Lease, OAuthClientRow, Purged, StoreError, TokenRow, Transition,
+    VersionRecord, decay,
+};
 
 /// The schema, as migrations applied in order and counted in `PRAGMA user_version`. The
 /// first is the original schema (`IF NOT EXISTS`: files made before versions were counted
 /// have it already); append new ones, never edit one that has shipped.
-const MIGRATIONS: [&str; 2] = [include_str!("schema_sqlite.sql"), include_str!("schema_sqlite_2.sql")];
+const MIGRATIONS: [&str; 3] = [include_str!("schema_sqlite.sql"), include_str!("schema_sqlite_2.sql"), include_str!("schema_sqlite_3.sql")];
 
 /// A claim or executing record written before leases were kept is taken as held this long
 /// after its last update (the claim timeout of those versions), so a rolling upgrade never
@@ -818,6 +821,127 @@ impl SqliteStore {
             .query_row([], |r| r.get::<_, i64>(0))? as u64)
     }
 
+    // ----- per-user OAuth tokens, consents and registered clients -----
+
+    /// Inserts or replaces the row of (tenant, user_id, source_id).
+    pub async fn put_token(&self, tenant: &str, row: &TokenRow) -> Result<(), StoreError> {
+        self.db
+            .writer_async()
+            .await
+            .prepare_cached(
+                "INSERT INTO oauth_tokens (tenant, user_id, source_id, server_url, sealed, expires_at, updated) VALUES (?, ?, ?, ?, ?, ?, ?) \
+                 ON CONFLICT (tenant, user_id, source_id) DO UPDATE SET server_url = excluded.server_url, sealed = excluded.sealed, \
+                 expires_at = excluded.expires_at, updated = excluded.updated",
+            )?
+            .execute(params![tenant, row.user_id, row.source_id, row.server_url, row.sealed, row.expires_at, row.updated])?;
+        Ok(())
+    }
+
+    pub async fn get_token(&self, tenant: &str, user_id: &str, source_id: &str) -> Result<Option<TokenRow>, StoreError> {
+        Ok(self
+            .db
+            .reader_async()
+            .await
+            .prepare_cached(
+                "SELECT user_id, source_id, server_url, sealed, expires_at, updated FROM oauth_tokens \
+                 WHERE tenant = ? AND user_id = ? AND source_id = ?",
+            )?
+            .query_row(params![tenant, user_id, source_id], token_from_row)
+            .optional()?)
+    }
+
+    /// Replaces the row only if its `updated` is still `expected_updated` (never re-creates a
+    /// deleted one). True when replaced.
+    pub async fn replace_token(&self, tenant: &str, row: &TokenRow, expected_updated: i64) -> Result<bool, StoreError> {
+        let n = self
+            .db
+            .writer_async()
+            .await
+            .prepare_cached(
+                "UPDATE oauth_tokens SET server_url = ?, sealed = ?, expires_at = ?, updated = ? \
+                 WHERE tenant = ? AND user_id = ? AND source_id = ? AND updated = ?",
+            )?
+            .execute(params![row.server_url, row.sealed, row.expires_at, row.updated, tenant, row.user_id, row.source_id, expected_updated])?;
+        Ok(n == 1)
+    }
+
+    /// Deletes a user's tokens for one source, or for every source (`None`).
+    pub async fn delete_tokens(&self, tenant: &str, user_id: &str, source_id: Option<&str>) -> Result<u64, StoreError> {
+        let n = self
+            .db
+            .writer_async()
+            .await
+            .prepare_cached("DELETE FROM oauth_tokens WHERE tenant = ?1 AND user_id = ?2 AND (?3 IS NULL OR source_id = ?3)")?
+            .execute(params![tenant, user_id, source_id])?;
+        Ok(n as u64)
+    }
+
+    pub async fn insert_consent(&self, tenant: &str, row: &ConsentRow) -> Result<(), StoreError> {
+        self.db
+            .writer_async()
+            .await
+            .prepare_cached(
+                "INSERT INTO oauth_consents (state_hash, tenant, user_id, agent_id, source_id, deferred_id, sealed, create_time, expire_time) \
+                 VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            )?
+            .execute(params![
+                row.state_hash,
+                tenant,
+                row.user_id,
+                row.agent_id,
+                row.source_id,
+                row.deferred_id,
+                row.sealed,
+                row.create_time,
+                row.expire_time
+            ])?;
+        Ok(())
+    }
+
+    /// Deletes the consent as it reads it (one statement on the one writer: single use).
+    pub async fn take_consent(&self, state_hash: &str) -> Result<Option<(String, ConsentRow)>, StoreError> {
+        Ok(self
+            .db
+            .writer_async()
+            .await
+            .prepare_cached(
+                "DELETE FROM oauth_consents WHERE state_hash = ? \
+                 RETURNING tenant, state_hash, user_id, agent_id, source_id, deferred_id, sealed, create_time, expire_time",
+            )?
+            .query_row(params![state_hash], |r| {
+                Ok((
+                    r.get(0)?,
+                    ConsentRow {
+                        state_hash: r.get(1)?,
+                        user_id: r.get(2)?,
+                        agent_id: r.get(3)?,
+                        source_id: r.get(4)?,
+                        deferred_id: r.get(5)?,
+                        sealed: r.get(6)?,
+                        create_time: r.get(7)?,
+                        expire_time: r.get(8)?,
+                    },
+                ))
+            })
+            .optional()?)
+    }
+
+    pub async fn get_oauth_client(&self, tenant: &str, issuer: &str, redirect_uri: &str) -> Result<Option<OAuthClientRow>, StoreError> {
+        Ok(get_oauth_client_on(&*self.db.reader_async().await, tenant, issuer, redirect_uri)?)
+    }
+
+    /// Keeps the first registration: inserts unless one exists, then reads the stored row
+    /// (on the writer, so the read sees the insert).
+    pub async fn put_oauth_client(&self, tenant: &str, row: &OAuthClientRow) -> Result<OAuthClientRow, StoreError> {
+        let c = self.db.writer_async().await;
+        c.prepare_cached(
+            "INSERT INTO oauth_clients (tenant, issuer, redirect_uri, client_id, sealed_secret, create_time) VALUES (?, ?, ?, ?, ?, ?) \
+             ON CONFLICT (tenant, issuer, redirect_uri) DO NOTHING",
+        )?
+        .execute(params![tenant, row.issuer, row.redirect_uri, row.client_id, row.sealed_secret, row.create_time])?;
+        Ok(get_oauth_client_on(&c, tenant, &row.issuer, &row.redirect_uri)?.unwrap_or_else(|| row.clone()))
+    }
+
     // ----- retention -----
 
     /// Deletes at most `limit` rows of each kind older than `before`, then checkpoints and
@@ -838,16 +962,45 @@ impl SqliteStore {
             tx.commit()?;
             Purged { calls: calls as u64, deferred: deferred as u64, runs: 0 }
         };
-        if purged.total() > 0 && !self.db.readers.is_empty() {
-            // Gives the file system back the space the WAL took (readers in progress may keep
-            // it from truncating all of it this time; the next pass does).
-            let db = self.db.clone();
-            let truncated = tokio::task::spawn_blocking(move || db.writer().query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))).await;
-            if let Ok(Err(e)) = truncated {
-                tracing::warn!(error = %e, "WAL truncation failed");
-            }
+        if purged.total() > 0 {
+            self.truncate_wal().await;
         }
         Ok(purged)
+    }
+
+    /// Deletes at most `limit` consents that expired before `now` and at most `limit` tokens
+    /// last written before `tokens_updated_before`, then checkpoints and truncates the WAL if
+    /// anything went.
+    pub async fn purge_oauth(&self, now: i64, tokens_updated_before: i64, limit: u32) -> Result<(u64, u64), StoreError> {
+        let (consents, tokens) = {
+            let mut c = self.db.writer_async().await;
+            let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+            let consents = tx
+                .prepare_cached("DELETE FROM oauth_consents WHERE rowid IN (SELECT rowid FROM oauth_consents WHERE expire_time < ? LIMIT ?)")?
+                .execute(params![now, limit])?;
+            let tokens = tx
+                .prepare_cached("DELETE FROM oauth_tokens WHERE rowid IN (SELECT rowid FROM oauth_tokens WHERE updated < ? LIMIT ?)")?
+                .execute(params![tokens_updated_before, limit])?;
+            tx.commit()?;
+            (consents as u64, tokens as u64)
+        };
+        if consents + tokens > 0 {
+            self.truncate_wal().await;
+        }
+        Ok((consents, tokens))
+    }
+
+    /// Gives the file system back the space the WAL took after a purge (readers in progress
+    /// may keep it from truncating all of it this time; the next pass does).
+    async fn truncate_wal(&self) {
+        if self.db.readers.is_empty() {
+            return;
+        }
+        let db = self.db.clone();
+        let truncated = tokio::task::spawn_blocking(move || db.writer().query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()))).await;
+        if let Ok(Err(e)) = truncated {
+            tracing::warn!(error = %e, "WAL truncation failed");
+        }
     }
 
     // ----- auto-pin usage -----
@@ -982,6 +1135,20 @@ fn deferred_from_row(r: &Row<'_>) -> rusqlite::Result<DeferredRow> {
     })
 }
 
+fn token_from_row(r: &Row<'_>) -> rusqlite::Result<TokenRow> {
+    Ok(TokenRow { user_id: r.get(0)?, source_id: r.get(1)?, server_url: r.get(2)?, sealed: r.get(3)?, expires_at: r.get(4)?, updated: r.get(5)? })
+}
+
+fn get_oauth_client_on(c: &Connection, tenant: &str, issuer: &str, redirect_uri: &str) -> rusqlite::Result<Option<OAuthClientRow>> {
+    c.prepare_cached(
+        "SELECT issuer, redirect_uri, client_id, sealed_secret, create_time FROM oauth_clients WHERE tenant = ? AND issuer = ? AND redirect_uri = ?",
+    )?
+    .query_row(params![tenant, issuer, redirect_uri], |r| {
+        Ok(OAuthClientRow { issuer: r.get(0)?, redirect_uri: r.get(1)?, client_id: r.get(2)?, sealed_secret: r.get(3)?, create_time: r.get(4)? })
+    })
+    .optional()
+}
+
 fn version_from_row(agent_id: &str, r: &Row<'_>) -> rusqlite::Result<VersionRecord> {
     let version: u32 = r.get(0)?;
     Ok(VersionRecord {
@@ -1084,6 +1251,35 @@ mod tests {
         assert_eq!(store.run_version("t", "a", "r", 0).await.expect("run"), Some(1));
         drop(store);
         SqliteStore::open(&format!("sqlite://{}", file.display())).await.expect("opened again: nothing applied twice");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A file of the previous build (migrations 1 and 2) gains the OAuth tables.
+    #[tokio::test]
+    async fn a_file_of_the_second_schema_gains_the_oauth_tables() {
+        let dir = std::env::temp_dir().join(format!("toolrouter-migrate-{}-{}", std::process::id(), rand::random::<u32>()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("v2.db");
+        {
+            let c = Connection::open(&file).expect("file");
+            c.execute_batch(MIGRATIONS[0]).expect("first schema");
+            c.execute_batch(MIGRATIONS[1]).expect("second schema");
+            c.pragma_update(None, "user_version", 2).expect("version");
+        }
+        let store = SqliteStore::open(&format!("sqlite://{}", file.display())).await.expect("migrated");
+        let row = TokenRow {
+            user_id: "u".into(),
+            source_id: "s".into(),
+            server_url: "https://mcp.example".into(),
+            sealed: "x".into(),
+            expires_at: None,
+            updated: 1,
+        };
+        store.put_token("t", &row).await.expect("the token table exists");
+        assert_eq!(store.get_token("t", "u", "s").await.expect("read"), Some(row));
+        let version: i64 = store.db.writer_async().await.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        drop(store);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -74,6 +74,9 @@ pub enum Unavailable {
     BrokenSchema(String),
     /// An idempotent call failed after it was sent; safe to retry.
     FailedBeforeAnswer(String),
+    /// It acts as the user, and their authorization cannot be had (not configured, no user,
+    /// its authorization server unreachable or refused): not sent.
+    NoAuthorization(String),
 }
 
 /// A model-level fault (SPEC §4): the model gets a tool result with `is_error` that says what
@@ -142,6 +145,13 @@ pub enum ModelFault {
         size: usize,
         limit: usize,
     },
+    /// The user must authorize toolrouter at the tool's server first (an OAuth MCP source):
+    /// not run; the host shows `consent_url` to the user.
+    ConsentRequired {
+        tool: String,
+        consent_url: String,
+        deferred_id: String,
+    },
 }
 
 impl ModelFault {
@@ -170,6 +180,7 @@ impl ModelFault {
             ModelFault::ToolError { .. } => "tool_error",
             ModelFault::ToolCallIdReused { .. } => "tool_call_id_reused",
             ModelFault::ResultTooLarge { .. } => "result_too_large",
+            ModelFault::ConsentRequired { .. } => "consent_required",
         }
     }
 
@@ -194,6 +205,9 @@ impl ModelFault {
                 Unavailable::Removed => format!("{tool} is no longer available. It was not run. Refresh discovery and use a tool it returns."),
                 Unavailable::BrokenSchema(e) => format!("{tool} cannot be called: its schema does not compile ({e}). Tell the operator."),
                 Unavailable::FailedBeforeAnswer(e) => format!("{tool} failed before answering ({e}). It is safe to retry."),
+                Unavailable::NoAuthorization(e) => {
+                    format!("{tool} acts as the user and cannot be used now: {e}. It was not run. Tell the user; retrying will not help.")
+                }
             },
             ModelFault::Timeout { tool } => format!("{tool} did not answer in time. It is safe to retry."),
             ModelFault::OutcomeUnknown { tool, why } => format!(
@@ -205,6 +219,14 @@ impl ModelFault {
             ModelFault::Denied { tool, message } => format!("The call to {tool} was denied: {message}"),
             ModelFault::ToolCallIdReused { tool_call_id } => format!(
                 "The tool call id {tool_call_id:?} was already used in this run for another call. Nothing was run. Give every tool call its own id."
+            ),
+            ModelFault::ConsentRequired { tool, consent_url, .. } if consent_url.is_empty() => {
+                format!(
+                    "{tool} was not run: the user's permission to use it is missing or was withdrawn. Call it again to get a consent link for the user."
+                )
+            }
+            ModelFault::ConsentRequired { tool, .. } => format!(
+                "{tool} needs the user's permission first: the user must open the consent link (consent_url) and allow access. It was not run. Tell the user to open the link, then call it again once they have."
             ),
             ModelFault::ResultTooLarge { tool, size, limit } => format!(
                 "{tool} ran, but its result ({size} bytes) was over the {limit}-byte limit and was dropped. Do not call it again the same way: ask for less (a narrower query, a page, fewer fields)."
@@ -222,6 +244,12 @@ impl ModelFault {
         {
             let errors = errors.iter().map(|e| serde_json::json!({"pointer": e.pointer, "expected": e.expected})).collect();
             obj.insert("errors".into(), Value::Array(errors));
+        }
+        if let ModelFault::ConsentRequired { consent_url, deferred_id, .. } = self
+            && !consent_url.is_empty()
+        {
+            obj.insert("consent_url".into(), consent_url.clone().into());
+            obj.insert("deferred_id".into(), deferred_id.clone().into());
         }
         ToolResult { content_json: Value::Object(obj).to_string(), is_error: true }
     }

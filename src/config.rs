@@ -58,6 +58,23 @@ pub struct ServeArgs {
     /// Runs idle this long (seconds) are forgotten.
     #[arg(long, default_value_t = 24 * 3600, env = "TOOLROUTER_RUN_IDLE_SECS")]
     pub run_idle_secs: u64,
+    /// The address users' browsers reach the HTTP listener at (https://toolrouter.example.com):
+    /// authorization servers of OAuth MCP sources send them back to <public url>/oauth/callback.
+    /// Default: the HTTP listener's own address.
+    #[arg(long, env = "TOOLROUTER_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Keys that seal users' OAuth tokens at rest: one per line, base64 of 32 random bytes
+    /// (`head -c 32 /dev/urandom | base64`); the first seals, every line opens (rotation: add
+    /// the new key first, drop the old one once tokens sealed with it are gone). Without it,
+    /// OAuth MCP sources answer that per-user authorization is not configured.
+    #[arg(long, env = "TOOLROUTER_TOKEN_ENCRYPTION_KEY_FILE")]
+    pub token_encryption_key_file: Option<PathBuf>,
+    /// A user's tokens for a source not used (refreshed or granted again) this many seconds are deleted.
+    #[arg(long, default_value_t = 30 * 24 * 3600, env = "TOOLROUTER_OAUTH_TOKEN_TTL_SECS", value_parser = clap::value_parser!(u64).range(60..))]
+    pub oauth_token_ttl_secs: u64,
+    /// A consent link, and the call waiting for it, stay valid this many seconds.
+    #[arg(long, default_value_t = 600, env = "TOOLROUTER_CONSENT_TTL_SECS", value_parser = clap::value_parser!(u64).range(10..))]
+    pub consent_ttl_secs: u64,
     /// A claimed tool call (or an approved call being carried out) is held under a lease its
     /// replica renews; a retry learns the replica is gone within this many seconds (plus a
     /// poll) and gets the uncertain outcome.
@@ -220,6 +237,23 @@ fn parse_secret(spec: &str) -> Result<(String, crate::upstream::Secret), String>
 
 pub use crate::auth::limits::Limits;
 
+/// Per-user OAuth for MCP sources (issue 17).
+#[derive(Debug, Clone)]
+pub struct OAuthConfig {
+    /// Where browsers reach the HTTP listener; `None`: its own address.
+    pub public_url: Option<String>,
+    /// The sealing keys; `None`: OAuth sources cannot be used.
+    pub key_file: Option<PathBuf>,
+    pub token_ttl: Duration,
+    pub consent_ttl: Duration,
+}
+
+impl Default for OAuthConfig {
+    fn default() -> Self {
+        Self { public_url: None, key_file: None, token_ttl: Duration::from_secs(30 * 24 * 3600), consent_ttl: Duration::from_secs(600) }
+    }
+}
+
 /// Everything the server needs, ready to use.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
@@ -237,6 +271,8 @@ pub struct ServerConfig {
     pub upstream: UpstreamConfig,
     pub router: RouterConfig,
     pub clock: Arc<dyn Clock>,
+    /// Per-user authorization of OAuth MCP sources.
+    pub oauth: OAuthConfig,
     /// How long shutdown waits for calls in flight.
     pub grace: Duration,
     /// Call records, resolved deferred records and the like are deleted after this.
@@ -277,6 +313,7 @@ impl ServerConfig {
             upstream: UpstreamConfig::default(),
             router: RouterConfig::default(),
             clock: Arc::new(SystemClock),
+            oauth: OAuthConfig::default(),
             grace: Duration::from_secs(5),
             retention: Duration::from_secs(DEFAULT_RETENTION_SECS),
             sweep_every: Duration::from_secs(60),
@@ -322,6 +359,12 @@ impl From<ServeArgs> for ServerConfig {
                 claim_lease: Duration::from_secs(a.claim_lease_secs),
             },
             clock: Arc::new(SystemClock),
+            oauth: OAuthConfig {
+                public_url: a.public_url,
+                key_file: a.token_encryption_key_file,
+                token_ttl: Duration::from_secs(a.oauth_token_ttl_secs),
+                consent_ttl: Duration::from_secs(a.consent_ttl_secs),
+            },
             grace: Duration::from_secs(20),
             retention: Duration::from_secs(a.retention_secs),
             sweep_every: Duration::from_secs(60),

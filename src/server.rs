@@ -72,6 +72,7 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     // One copy for registration checks and header resolution; unscoped secrets depend on
     // whether callers authenticate.
     let secrets = Arc::new(cfg.secrets.clone().for_server(auth.enabled()).context("operator secrets")?);
+    let secrets_for_consent = secrets.clone();
     let upstream = Arc::new(Upstream::new(cfg.upstream.clone(), &outbound, secrets.clone()));
     let registry = Arc::new(
         Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes)
@@ -97,6 +98,19 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     };
     let grpc_addr = grpc.local_addr()?;
     let http_addr = http.local_addr()?;
+    // Per-user OAuth for MCP sources: browsers come back to <public url>/oauth/callback.
+    let public_url = public_url(cfg.oauth.public_url.as_deref(), http_addr, tls.is_some())?;
+    let sealer = match &cfg.oauth.key_file {
+        Some(path) => Some(crate::upstream::oauth::Sealer::from_file(path).map_err(anyhow::Error::msg).context("--token-encryption-key-file")?),
+        None => None,
+    };
+    let consent_config = crate::upstream::consent::ConsentConfig {
+        redirect_uri: format!("{public_url}/oauth/callback"),
+        consent_ttl: cfg.oauth.consent_ttl,
+        token_ttl: cfg.oauth.token_ttl,
+    };
+    let oauth_http = crate::upstream::oauth::OAuthHttp::new(&outbound);
+    upstream.set_consents(Arc::new(crate::upstream::consent::Consents::new(store.clone(), sealer, oauth_http, secrets_for_consent, consent_config)));
     let admin_addr = admin.as_ref().map(|a| a.local_addr()).transpose()?;
 
     let (health, health_service) = tonic_health::server::health_reporter();
@@ -148,13 +162,9 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
 
     // /metrics moves to the admin listener when there is one.
     let http_state = crate::http::HttpState { store: store.clone(), gate: gate.clone(), metrics: metrics.clone(), metrics_token: cfg.metrics_token };
-    let app = crate::http::router(http_state.clone(), admin.is_none()).merge(crate::http::mcp::routes(
-        router.clone(),
-        &cfg.mcp_endpoint,
-        cancel.child_token(),
-        mcp_guard,
-        mcp_sessions.clone(),
-    ));
+    let app = crate::http::router(http_state.clone(), admin.is_none())
+        .merge(crate::http::mcp::routes(router.clone(), &cfg.mcp_endpoint, cancel.child_token(), mcp_guard, mcp_sessions.clone()))
+        .merge(crate::http::oauth::routes(router.clone()));
     let http_stop = CancellationToken::new();
     let http_task = tokio::spawn(serve_http(http, tls.clone(), app, Places::new(cfg.listen), http_stop.clone(), cancel.clone()));
     if let Some(admin) = admin {
@@ -341,4 +351,18 @@ impl Drop for RunningServer {
         self.cancel.cancel();
         self.lease_stop.cancel();
     }
+}
+
+/// The base URL users' browsers reach the HTTP listener at: `--public-url` (an http(s) URL
+/// without query or fragment), else the listener's own address.
+fn public_url(configured: Option<&str>, http_addr: std::net::SocketAddr, tls: bool) -> anyhow::Result<String> {
+    let Some(u) = configured else {
+        let scheme = if tls { "https" } else { "http" };
+        return Ok(format!("{scheme}://{http_addr}"));
+    };
+    let parsed = url::Url::parse(u).map_err(|e| anyhow::anyhow!("--public-url {u:?} is not a URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() || parsed.query().is_some() || parsed.fragment().is_some() {
+        anyhow::bail!("--public-url {u:?} must be an http(s) URL with a host and no query or fragment");
+    }
+    Ok(u.trim_end_matches('/').to_string())
 }

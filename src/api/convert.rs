@@ -50,6 +50,7 @@ pub fn definition(d: pb::AgentDefinition) -> Result<AgentDefinition, Error> {
                     approval_required: m.approval_required,
                     idempotent_tools: m.idempotent_tools,
                     codeact_callable: m.codeact_callable,
+                    oauth: m.oauth.map(|o| McpOAuth { client_id: o.client_id, scopes: o.scopes, client_secret: o.client_secret }),
                 })
             }
             None => {
@@ -157,6 +158,11 @@ pub fn pb_definition(d: &AgentDefinition) -> pb::AgentDefinition {
                     approval_required: m.approval_required.clone(),
                     idempotent_tools: m.idempotent_tools.clone(),
                     codeact_callable: m.codeact_callable.clone(),
+                    oauth: m.oauth.as_ref().map(|o| pb::McpOAuth {
+                        client_id: o.client_id.clone(),
+                        scopes: o.scopes.clone(),
+                        client_secret: o.client_secret.clone(),
+                    }),
                 }),
             }),
         })

@@ -43,7 +43,8 @@ pub fn provider_part(format: Format, call: &ToolCall, outcome: &Outcome) -> Opti
         Outcome::Result(r) => Some(results::part(format, call, &Answer::Result(r))),
         Outcome::Fault(f) => Some(results::part(format, call, &Answer::Result(&f.render()))),
         Outcome::Found(f) => Some(results::part(format, call, &Answer::Found { names: &f.names, tools_json: f.tools_json.as_deref() })),
-        Outcome::Deferred(_) => None,
+        // The model is told to have the user consent; other deferred calls wait for the host.
+        Outcome::Deferred(d) => d.consent_fault().map(|f| results::part(format, call, &Answer::Result(&f.render()))),
     }
 }
 

@@ -305,7 +305,9 @@ fn pb_deferred(d: &crate::invoke::DeferredCall) -> pb::DeferredCall {
         kind: match d.kind {
             DeferredKind::Approval => pb::DeferredKind::Approval,
             DeferredKind::ClientExecution => pb::DeferredKind::ClientExecution,
+            DeferredKind::Consent => pb::DeferredKind::Consent,
         } as i32,
+        consent_url: d.consent_url.clone(),
         target: Some(pb::CallTarget {
             group: t.group.clone(),
             tool: t.tool.clone(),
@@ -509,5 +511,12 @@ impl pb::router_server::Router for RouterService {
         let r = req.into_inner();
         self.router.end_run(&rq, &r.agent_id, &r.run_id).await.map_err(to_status)?;
         Ok(Response::new(pb::EndRunResponse {}))
+    }
+
+    async fn revoke_tokens(&self, req: Request<pb::RevokeTokensRequest>) -> Result<Response<pb::RevokeTokensResponse>, Status> {
+        let rq = admit_request(&self.admission, &req)?;
+        let r = req.into_inner();
+        let revoked = self.router.revoke_tokens(&rq, &r.user_id, &r.source_id).await.map_err(to_status)?;
+        Ok(Response::new(pb::RevokeTokensResponse { revoked }))
     }
 }

@@ -104,6 +104,21 @@ pub struct McpSource {
     pub approval_required: Vec<String>,
     pub idempotent_tools: Vec<String>,
     pub codeact_callable: Vec<String>,
+    /// Per-user authorization (issue 17): each user's own token, obtained by consent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth: Option<McpOAuth>,
+}
+
+/// How a user's token for an MCP source is obtained (see the proto's `McpOAuth`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct McpOAuth {
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_id: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scopes: Vec<String>,
+    /// Operator secret name of the client secret.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub client_secret: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -75,6 +75,23 @@ fn check_sources<'a>(def: &'a AgentDefinition, v: &mut Violations) -> HashMap<&'
                         HeaderValue::Secret(s) if s.is_empty() => v.add(format!("{hp}.secret"), "name the operator secret to use"),
                         HeaderValue::Secret(_) => {}
                     }
+                    if m.oauth.is_some() && name.eq_ignore_ascii_case("authorization") {
+                        v.add(hp.clone(), "an oauth source sends each user's own token as Authorization: bind no header of that name");
+                    }
+                }
+                if let Some(o) = &m.oauth {
+                    let op = format!("{kpath}.oauth");
+                    if !o.client_secret.is_empty() && o.client_id.is_empty() {
+                        v.add(format!("{op}.client_secret"), "a client secret belongs to a client_id: set client_id too");
+                    }
+                    for (i, s) in o.scopes.iter().enumerate() {
+                        if s.is_empty() || s.len() > 256 || !s.bytes().all(|c| c.is_ascii_graphic() && c != b'"' && c != b'\\') {
+                            v.add(format!("{op}.scopes[{i}]"), "a scope is 1 to 256 visible ASCII characters, without quotes or backslashes");
+                        }
+                    }
+                    if o.client_id.len() > 512 {
+                        v.add(format!("{op}.client_id"), "at most 512 bytes");
+                    }
                 }
             }
             SourceKind::Client(_) => {}

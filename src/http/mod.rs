@@ -2,6 +2,7 @@
 //! agent definition ([`mcp`]).
 
 pub mod mcp;
+pub mod oauth;
 pub mod serve;
 
 use std::sync::Arc;

@@ -79,13 +79,24 @@ impl Router {
     pub(super) async fn defer(&self, cx: &CallContext, r: &Resolved, call: &ToolCall, i: u32, arguments: &Value) -> Result<Outcome> {
         let tool = r.catalog.tool(i);
         let kind = if tool.requires_approval { DeferredKind::Approval } else { DeferredKind::ClientExecution };
-        let deferred = DeferredCall { deferred_id: new_id(), kind, target: call_target(&r.catalog, i, arguments), original_call: call.clone() };
+        let deferred = DeferredCall {
+            deferred_id: new_id(),
+            kind,
+            target: call_target(&r.catalog, i, arguments),
+            original_call: call.clone(),
+            consent_url: String::new(),
+        };
+        let expire_time = r.catalog.deferred_ttl.map(|ttl| self.now().saturating_add(ttl.as_millis() as i64));
+        self.store_deferred(cx, r.version, deferred, expire_time).await
+    }
+
+    /// Stores a new pending record of the call's run.
+    pub(super) async fn store_deferred(&self, cx: &CallContext, version: u32, deferred: DeferredCall, expire_time: Option<i64>) -> Result<Outcome> {
         let now = self.now();
-        let expire_time = r.catalog.deferred_ttl.map(|ttl| now.saturating_add(ttl.as_millis() as i64));
         let record = DeferredRecord {
             call: deferred.clone(),
             agent_id: cx.agent_id.clone(),
-            version: r.version,
+            version,
             run: cx.run.clone(),
             state: DeferredState::Pending,
             resolution: String::new(),
@@ -97,7 +108,7 @@ impl Router {
         let row = DeferredRow {
             deferred_id: deferred.deferred_id.clone(),
             agent_id: cx.agent_id.clone(),
-            version: r.version,
+            version,
             run_id: cx.run.run_id.clone(),
             state: DeferredState::Pending.as_str().into(),
             record: serde_json::to_string(&record).map_err(|e| Error::Internal(e.to_string()))?,
@@ -115,6 +126,12 @@ impl Router {
 
     /// `ResolveDeferred`: idempotent; a conflicting second resolution is refused.
     pub async fn resolve_deferred(self: &Arc<Self>, rq: &RequestContext, id: &str, resolution: Resolution) -> Result<Settled> {
+        self.resolve_as(rq, id, resolution, false).await
+    }
+
+    /// Resolves a record; `consented`: the user's consent (its callback) runs a consent
+    /// record's call, which hosts cannot do (they may only deny it).
+    pub(super) async fn resolve_as(self: &Arc<Self>, rq: &RequestContext, id: &str, resolution: Resolution, consented: bool) -> Result<Settled> {
         let tenant = rq.tenant.as_str();
         let store = self.registry.store();
         let row = store.get_deferred(tenant, id).await?.ok_or_else(|| not_found(id))?;
@@ -139,6 +156,11 @@ impl Router {
             }
             (Resolution::Approve { .. }, DeferredKind::ClientExecution) => {
                 return Err(Error::FailedPrecondition(format!("deferred call {id:?} is a client execution: send its client_result (or deny it)")));
+            }
+            (Resolution::Approve { .. } | Resolution::ClientResult { .. }, DeferredKind::Consent) if !consented => {
+                return Err(Error::FailedPrecondition(format!(
+                    "deferred call {id:?} waits for the user's consent: the user opens its consent_url (or deny it to give up)"
+                )));
             }
             _ => {}
         }
@@ -373,7 +395,7 @@ fn listed_record(row: &DeferredRow, now: i64) -> Result<DeferredRecord> {
 }
 
 /// The actual target of a deferred call, with its complete definition.
-fn call_target(catalog: &Catalog, i: u32, arguments: &Value) -> CallTarget {
+pub(super) fn call_target(catalog: &Catalog, i: u32, arguments: &Value) -> CallTarget {
     let t = catalog.tool(i);
     CallTarget {
         group: t.group.clone().unwrap_or_default(),
@@ -421,7 +443,7 @@ fn resolution_name(stored: &str) -> &'static str {
     serde_json::from_str::<Resolution>(stored).map(|r| r.name()).unwrap_or("resolved")
 }
 
-fn new_id() -> String {
+pub(super) fn new_id() -> String {
     let bytes: [u8; 16] = rand::random();
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

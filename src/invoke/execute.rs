@@ -106,6 +106,11 @@ impl Router {
                 Execution::TimedOut => ModelFault::uncertain(&tool.name, "it did not answer before its deadline").into(),
                 Execution::Lost(e) if tool.idempotent => ModelFault::Unavailable { tool: name(), reason: Unavailable::FailedBeforeAnswer(e) }.into(),
                 Execution::Lost(_) => ModelFault::uncertain(&tool.name, "the connection was lost after the call was sent").into(),
+                // Not run: the user's token is missing or was refused (and forgotten). The invoke
+                // path turns this into a consent record; elsewhere the model is told to call again.
+                Execution::ConsentRequired | Execution::Unauthorized => {
+                    ModelFault::ConsentRequired { tool: name(), consent_url: String::new(), deferred_id: String::new() }.into()
+                }
                 Execution::Vanished => {
                     // Discovery must stop offering it: prepare the listings again.
                     self.registry.invalidate_listings(inv.tenant, inv.agent_id);

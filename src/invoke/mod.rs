@@ -8,6 +8,7 @@
 //! - [`usage`]: auto-pinning (usage counts and the hot set);
 //! - [`retention`]: deleting what runs leave behind, after its time.
 
+pub mod consent;
 pub mod defer;
 pub mod execute;
 pub mod lease;
@@ -58,6 +59,8 @@ impl Default for RouterConfig {
 pub enum DeferredKind {
     Approval,
     ClientExecution,
+    /// The user authorizes toolrouter at an OAuth MCP source first (issue 17).
+    Consent,
 }
 
 /// The complete definition of a call's target, kept with deferred records so hosts can show
@@ -88,6 +91,20 @@ pub struct DeferredCall {
     pub kind: DeferredKind,
     pub target: CallTarget,
     pub original_call: ToolCall,
+    /// `Consent`: where the user authorizes toolrouter.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub consent_url: String,
+}
+
+impl DeferredCall {
+    /// A consent record as the model is told of it: `consent_required`, with the URL.
+    pub fn consent_fault(&self) -> Option<crate::call::ModelFault> {
+        (self.kind == DeferredKind::Consent).then(|| crate::call::ModelFault::ConsentRequired {
+            tool: self.target.name.clone(),
+            consent_url: self.consent_url.clone(),
+            deferred_id: self.deferred_id.clone(),
+        })
+    }
 }
 
 /// Exactly one of: an answer for the model, a fault for the model (rendered at the edge), or
@@ -320,6 +337,14 @@ impl Router {
             refreshed = Some(Resolved { version: r.version, catalog });
         }
         let r = refreshed.as_ref().unwrap_or(r);
+        // A tool the listing lacks because its OAuth source lists nothing without the user's
+        // token: the user consents first.
+        if let route::Route::Fault(ModelFault::UnknownTool { .. } | ModelFault::UnknownGroup { .. }) = &routed
+            && let Some((group, tool, tool_arguments)) = route::named_target(&r.catalog, call, arguments)
+            && let Some(consent) = self.consent_for_group(cx, r, call, &group, &tool, &tool_arguments).await?
+        {
+            return Ok(consent);
+        }
         match routed {
             route::Route::Fault(f) => Ok(Outcome::Fault(f)),
             route::Route::Tool { index, arguments } => self.dispatch(cx, r, call, index, arguments).await,
@@ -334,6 +359,10 @@ impl Router {
         if let Err(f) = route::check(tool, &cx.run, &arguments) {
             return Ok(Outcome::Fault(f));
         }
+        // An OAuth source's user without a token consents first (approval, if any, after).
+        if let Some(consent) = self.consent_first(cx, r, call, i, &arguments).await? {
+            return Ok(consent);
+        }
         if tool.requires_approval || tool.kind == crate::catalog::ToolKind::Client {
             return self.defer(cx, r, call, i, &arguments).await;
         }
@@ -346,6 +375,14 @@ impl Router {
             arguments_json: &arguments.to_string(),
             tool_call_id: &call.tool_call_id,
         };
-        Ok(self.execute(&invocation).await.into())
+        let reply = self.execute(&invocation).await;
+        // The server refused the user's token (revoked, say; it is forgotten now): consent again.
+        if let crate::call::Reply::Fault(ModelFault::ConsentRequired { consent_url, .. }) = &reply
+            && consent_url.is_empty()
+            && let Some(consent) = self.consent_first(cx, r, call, i, &arguments).await?
+        {
+            return Ok(consent);
+        }
+        Ok(reply.into())
     }
 }

@@ -55,6 +55,15 @@ impl Router {
                 break;
             }
         }
+        // Expired consents and users' tokens unused past their TTL.
+        if let Some(consents) = self.upstream.consents() {
+            for _ in 0..MAX_BATCHES {
+                let (c, t) = consents.purge(BATCH).await.map_err(crate::error::Error::Internal)?;
+                if c < BATCH as u64 && t < BATCH as u64 {
+                    break;
+                }
+            }
+        }
         Ok(swept)
     }
 }

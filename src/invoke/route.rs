@@ -90,6 +90,22 @@ pub fn target(catalog: &Catalog, call: &ToolCall, arguments: &Arguments) -> Rout
     Route::Fault(ModelFault::UnknownTool { message: format!("There is no tool named {:?}.{hint}", call.tool_name) })
 }
 
+/// The group and tool a `call_tool` call names, whether or not the catalog has them, and the
+/// arguments for the tool.
+pub fn named_target(catalog: &Catalog, call: &ToolCall, arguments: &Arguments) -> Option<(String, String, Value)> {
+    let args = arguments.as_ref().ok()?;
+    if !catalog.has_grouped() || call.tool_name != catalog.control.call {
+        return None;
+    }
+    match control::parse_control_call(catalog, &call.tool_name, args)? {
+        Ok(ControlCall::Call { target: CallRef::Grouped { group, tool }, arguments }) => Some((group, tool, arguments)),
+        Ok(ControlCall::Call { target: CallRef::Canonical(name), arguments }) => {
+            name.split_once("__").map(|(g, t)| (g.to_string(), t.to_string(), arguments))
+        }
+        _ => None,
+    }
+}
+
 /// What a target must pass before it runs or is deferred: a caller allowed to call it, an
 /// arguments object, and (for tools toolrouter sends, not client tools) its JSON Schema.
 pub fn check(tool: &PreparedTool, run: &RunContext, arguments: &Value) -> Result<(), ModelFault> {

@@ -231,7 +231,7 @@ impl McpClients {
 
     /// The run's session with a source, opened (and its headers resolved) on first use; in
     /// use until the returned guard is dropped.
-    async fn session(&self, key: &SessionKey, source: &McpSource, run: &RunContext) -> Result<(Arc<Session>, InUse), String> {
+    async fn session(&self, key: &SessionKey, source: &McpSource, run: &RunContext, bearer: Option<&str>) -> Result<(Arc<Session>, InUse), String> {
         let in_use = {
             let mut sessions = self.sessions.lock().expect("sessions lock");
             let slot = sessions
@@ -244,7 +244,8 @@ impl McpClients {
             .0
             .session
             .get_or_try_init(|| async {
-                let headers = self.resolve_headers(source, &key.0.tenant, Some(run))?;
+                let mut headers = self.resolve_headers(source, &key.0.tenant, Some(run))?;
+                with_bearer(&mut headers, bearer)?;
                 self.open(&key.0.source_id, &source.url, headers).await.map(Arc::new)
             })
             .await?
@@ -254,15 +255,22 @@ impl McpClients {
 
     /// Lists a source's tools. With a run, through the run's session (headers of the run);
     /// without one, through a short session of its own.
-    pub async fn list_tools(&self, key: &SourceKey, source: &McpSource, run: Option<&RunContext>) -> Result<Vec<ToolDeclaration>, String> {
+    pub async fn list_tools(
+        &self,
+        key: &SourceKey,
+        source: &McpSource,
+        run: Option<&RunContext>,
+        bearer: Option<&str>,
+    ) -> Result<Vec<ToolDeclaration>, String> {
         let tools = match run.filter(|r| !r.run_id.is_empty()) {
             Some(run) => {
-                let key = (key.clone(), run.run_id.clone());
-                let (session, _in_use) = self.session(&key, source, run).await?;
+                let key = (key.clone(), session_name(&run.run_id, bearer));
+                let (session, _in_use) = self.session(&key, source, run, bearer).await?;
                 self.list_on(&session).await
             }
             None => {
-                let headers = self.resolve_headers(source, &key.tenant, run)?;
+                let mut headers = self.resolve_headers(source, &key.tenant, run)?;
+                with_bearer(&mut headers, bearer)?;
                 let session = self.open(&key.source_id, &source.url, headers).await?;
                 let tools = self.list_on(&session).await;
                 let _ = session.cancel().await;
@@ -282,16 +290,19 @@ impl McpClients {
 
     /// Calls one tool in the run's session under `deadline`. A tool the server no longer
     /// lists is `Vanished`.
-    pub async fn execute(&self, source: &McpSource, req: &Request<'_>, deadline: Duration) -> Execution {
+    pub async fn execute(&self, source: &McpSource, req: &Request<'_>, deadline: Duration, bearer: Option<&str>) -> Execution {
         let (run, tool) = (req.run, req.tool);
         // A call outside any run still gets a session of its own, closed afterwards.
         let own_run = run.run_id.is_empty();
         let run_id = if own_run { format!("\u{0}call-{}", rand::random::<u64>()) } else { run.run_id.clone() };
-        let key = (req.key.clone(), run_id);
-        let (session, in_use) = match self.session(&key, source, run).await {
+        let key = (req.key.clone(), session_name(&run_id, bearer));
+        let (session, in_use) = match self.session(&key, source, run, bearer).await {
             Ok(s) => s,
             Err(e) => {
                 self.sessions.lock().expect("sessions lock").remove(&key);
+                if unauthorized(&e) {
+                    return Execution::Unauthorized;
+                }
                 return Execution::NotSent(e);
             }
         };
@@ -327,7 +338,9 @@ impl McpClients {
             Ok(Err(e)) => {
                 // The session is broken: the run's next call opens a new one.
                 self.sessions.lock().expect("sessions lock").remove(&key);
-                Execution::Lost(short(&e.to_string()))
+                let e = e.to_string();
+                // Refused before the server handled it: the token is no good.
+                if unauthorized(&e) { Execution::Unauthorized } else { Execution::Lost(short(&e)) }
             }
         };
         drop(in_use);
@@ -354,8 +367,11 @@ impl McpClients {
     pub fn end_run(&self, tenant: &str, agent_id: &str, run_id: &str) -> usize {
         let ended: Vec<Arc<Slot>> = {
             let mut sessions = self.sessions.lock().expect("sessions lock");
-            let keys: Vec<SessionKey> =
-                sessions.keys().filter(|(s, run)| s.tenant == tenant && s.agent_id == agent_id && run == run_id).cloned().collect();
+            let keys: Vec<SessionKey> = sessions
+                .keys()
+                .filter(|(s, run)| s.tenant == tenant && s.agent_id == agent_id && run.split('\u{1}').next() == Some(run_id))
+                .cloned()
+                .collect();
             keys.iter().filter_map(|k| sessions.remove(k)).collect()
         };
         let n = ended.len();
@@ -396,6 +412,11 @@ impl McpClients {
         let mut any = false;
         for s in sources {
             let SourceKind::Mcp(m) = &s.kind else { continue };
+            // Listed with each user's own token: a user sees what the server lists for them.
+            if m.oauth.is_some() {
+                any = true;
+                (&s.id, "\u{0}oauth", run.user()).hash(&mut h);
+            }
             for (name, b) in &m.headers {
                 if let Binding::From(from) = &b.value {
                     any = true;
@@ -418,6 +439,37 @@ fn close(slots: Vec<Arc<Slot>>) {
             }
         }
     }
+}
+
+/// A run's connection name: the run, and which token it carries (a refreshed token opens a
+/// new connection; the old one idles out).
+fn session_name(run_id: &str, bearer: Option<&str>) -> String {
+    match bearer {
+        None => run_id.to_string(),
+        Some(b) => {
+            use sha2::Digest;
+            let digest = sha2::Sha256::digest(b.as_bytes());
+            format!(
+                "{run_id}\u{1}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}{:02x}",
+                digest[0], digest[1], digest[2], digest[3], digest[4], digest[5], digest[6], digest[7]
+            )
+        }
+    }
+}
+
+/// Adds a user's token as `Authorization: Bearer`, marked sensitive so it never prints.
+fn with_bearer(headers: &mut Headers, bearer: Option<&str>) -> Result<(), String> {
+    if let Some(b) = bearer {
+        let mut v = HeaderValue::from_str(&format!("Bearer {b}")).map_err(|_| "the access token is not a valid header value".to_string())?;
+        v.set_sensitive(true);
+        headers.insert(http::header::AUTHORIZATION, v);
+    }
+    Ok(())
+}
+
+/// Did the server refuse the request's credentials (HTTP 401, or 403 for scope)?
+pub fn unauthorized(error: &str) -> bool {
+    error.contains("Auth required") || error.contains("Insufficient scope")
 }
 
 /// The W3C trace context of the current span (`traceparent`, `tracestate`), empty when

@@ -4,8 +4,10 @@
 //! outbound policy (checked by each variant's connector), the connection and session caches,
 //! and the typed [`SourceKey`] that names a source for all of them.
 
+pub mod consent;
 pub mod function;
 pub mod mcp;
+pub mod oauth;
 pub mod secrets;
 
 use std::collections::{BTreeMap, HashMap};
@@ -88,12 +90,16 @@ pub enum Execution {
     Lost(String),
     /// The tool is no longer offered upstream (an MCP server dropped it).
     Vanished,
+    /// An OAuth source and a user without a usable token: not sent; the user consents first.
+    ConsentRequired,
+    /// The server refused the user's token (revoked, say): not run; it was forgotten.
+    Unauthorized,
 }
 
 impl Execution {
     /// Did the request reach the source? (Busy waits and failed connects did not.)
     pub fn reached(&self) -> bool {
-        !matches!(self, Execution::Busy | Execution::NotSent(_))
+        !matches!(self, Execution::Busy | Execution::NotSent(_) | Execution::ConsentRequired)
     }
 }
 
@@ -134,6 +140,9 @@ pub trait ToolLister: Send + Sync {
     }
 }
 
+/// A listing failure meaning the run's user has not authorized toolrouter at the source yet.
+pub const CONSENT_NEEDED: &str = "the user has not authorized access to this source yet (consent required)";
+
 /// Past this many per-source limits, idle ones are forgotten.
 const MAX_LIMITS: usize = 10_000;
 
@@ -161,6 +170,8 @@ pub struct Upstream {
     limits: Limits,
     functions: function::Executors,
     mcp: mcp::McpClients,
+    /// Users' tokens for OAuth MCP sources (set once the store is open).
+    consents: std::sync::OnceLock<Arc<consent::Consents>>,
 }
 
 impl Upstream {
@@ -169,7 +180,42 @@ impl Upstream {
             functions: function::Executors::new(&config, outbound.clone()),
             mcp: mcp::McpClients::new(&config, secrets, outbound),
             limits: Limits::default(),
+            consents: std::sync::OnceLock::new(),
             config,
+        }
+    }
+
+    /// Gives the upstream its users' tokens (once, at start-up).
+    pub fn set_consents(&self, consents: Arc<consent::Consents>) {
+        let _ = self.consents.set(consents);
+    }
+
+    pub fn consents(&self) -> Option<&Arc<consent::Consents>> {
+        self.consents.get()
+    }
+
+    /// The token a call or listing of an OAuth source carries for the run's user: `Ok(None)`
+    /// for other sources, `Err(None)` when the user must consent first, `Err(Some(why))` when
+    /// it cannot be had (no user, no key, a refresh that failed).
+    pub async fn bearer(
+        &self,
+        key: &SourceKey,
+        source: &crate::catalog::McpSource,
+        run: Option<&RunContext>,
+    ) -> Result<Option<String>, Option<String>> {
+        if source.oauth.is_none() {
+            return Ok(None);
+        }
+        let Some(consents) = self.consents.get() else {
+            return Err(Some("per-user authorization is not configured on this server".into()));
+        };
+        let Some(user) = run.and_then(|r| r.user()) else {
+            return Err(Some(format!("source {:?} acts as each end user: the run names no user (identity user_id)", key.source_id)));
+        };
+        match consents.bearer(&key.tenant, user, &key.source_id, source).await {
+            Ok(consent::Access::Bearer(b)) => Ok(Some(b)),
+            Ok(consent::Access::NeedsConsent) => Err(None),
+            Err(e) => Err(Some(e)),
         }
     }
 
@@ -198,7 +244,20 @@ impl Upstream {
         let execution = match req.source {
             SourceKind::Function(f) => self.functions.execute(&f.endpoint, &req, deadline).await,
             // Boxed: keeps the MCP client's large future out of every function call's.
-            SourceKind::Mcp(m) => Box::pin(self.mcp.execute(m, &req, deadline)).await,
+            SourceKind::Mcp(m) => {
+                let bearer = match self.bearer(req.key, m, Some(req.run)).await {
+                    Ok(b) => b,
+                    Err(None) => return Execution::ConsentRequired,
+                    Err(Some(e)) => return Execution::NotSent(e),
+                };
+                let execution = Box::pin(self.mcp.execute(m, &req, deadline, bearer.as_deref())).await;
+                if matches!(execution, Execution::Unauthorized)
+                    && let (Some(c), Some(user)) = (self.consents.get(), req.run.user())
+                {
+                    c.forget(&req.key.tenant, user, &req.key.source_id).await;
+                }
+                execution
+            }
             SourceKind::Client(_) => unreachable!("returned above"),
         };
         match execution {
@@ -236,7 +295,15 @@ impl ToolLister for Upstream {
                     (key.source_id, listed)
                 })),
                 SourceKind::Mcp(m) => Some(futures::future::Either::Right(async move {
-                    let listed = self.mcp.list_tools(&key, m, run).await.map_err(|e| format!("MCP tools/list failed: {e}"));
+                    let listed = match self.bearer(&key, m, run).await {
+                        Ok(bearer) => self
+                            .mcp
+                            .list_tools(&key, m, run, bearer.as_deref())
+                            .await
+                            .map_err(|e| if mcp::unauthorized(&e) { CONSENT_NEEDED.to_string() } else { format!("MCP tools/list failed: {e}") }),
+                        Err(None) => Err(CONSENT_NEEDED.to_string()),
+                        Err(Some(e)) => Err(e),
+                    };
                     (key.source_id, listed)
                 })),
                 _ => None,

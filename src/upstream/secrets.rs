@@ -249,6 +249,13 @@ pub fn violations(secrets: &Secrets, tenant: &str, def: &AgentDefinition) -> Vec
                 out.push(FieldViolation::new(format!("definition.sources[{i}].mcp.headers[{header:?}].secret"), e.to_string()));
             }
         }
+        // An OAuth client secret is an operator secret too, checked the same way.
+        if let Some(o) = &m.oauth
+            && !o.client_secret.is_empty()
+            && let Err(e) = secrets.check(&o.client_secret, tenant, &m.url)
+        {
+            out.push(FieldViolation::new(format!("definition.sources[{i}].mcp.oauth.client_secret"), e.to_string()));
+        }
     }
     out
 }

@@ -36,7 +36,51 @@ const POLL_INTERVAL_MS: u64 = 1_000;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Takes {
     pub form_elicitation: bool,
+    pub url_elicitation: bool,
     pub tasks: bool,
+}
+
+/// The key of the consent link among a result's input requests.
+pub const CONSENT_INPUT: &str = "consent";
+/// `requestState` of a consent link: this prefix, then the deferred id.
+const CONSENT_PREFIX: &str = "toolrouter-consent-";
+
+/// A consent record for a 2026-07-28 client that takes URL-mode elicitation: the link as an
+/// input request (a multi round-trip request). Its retry answers with the call's result once
+/// the user has consented, else with the consent error again.
+pub fn consent_input(call: &DeferredCall) -> InputRequiredResult {
+    let request = json!({"method": "elicitation/create", "params": {
+        "mode": "url",
+        "message": format!("{} needs your permission: open the link and allow access.", call.target.name),
+        "url": call.consent_url,
+        "elicitationId": call.deferred_id,
+    }});
+    let request: InputRequest = serde_json::from_value(request).expect("a URL elicitation is an input request");
+    let state = format!("{CONSENT_PREFIX}{}", call.deferred_id);
+    InputRequiredResult::new(Some(InputRequests::from([(CONSENT_INPUT.to_string(), request)])), Some(state))
+}
+
+/// Is this `requestState` one of a consent link?
+pub fn is_consent_state(state: &str) -> bool {
+    state.starts_with(CONSENT_PREFIX)
+}
+
+/// The retry after a consent link: the record's result once the user consented (the callback
+/// ran the call), the consent error while it waits.
+pub async fn answer_consent_retry(router: &Arc<Router>, cx: &CallContext, state: &str) -> Result<CallToolResponse, ErrorData> {
+    let unknown = || mcp_error(Error::invalid("requestState", "names no consent of this agent: call the tool again without it"));
+    let id = state.strip_prefix(CONSENT_PREFIX).filter(|d| !d.is_empty()).ok_or_else(unknown)?;
+    let record = router.deferred_record(&cx.tenant, id).await.map_err(mcp_error)?.ok_or_else(unknown)?;
+    if record.agent_id != cx.agent_id || record.call.kind != DeferredKind::Consent {
+        return Err(unknown());
+    }
+    match (&record.result, record.state) {
+        (Some(reply), _) => Ok(CallToolResponse::Complete(call_result(Outcome::Result(reply.render())))),
+        (None, DeferredState::Expired) => {
+            Err(mcp_error(Error::FailedPrecondition(format!("the consent for {} expired: call the tool again", record.call.target.name))))
+        }
+        (None, _) => Err(super::consent_required(&record.call)),
+    }
 }
 
 /// The approval question as an input request.

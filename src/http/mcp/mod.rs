@@ -177,6 +177,20 @@ async fn admit(admission: &Admission, cx: &RequestContext<RoleServer>) -> Result
     admission.call(&principal, to).await.map_err(mcp_error)
 }
 
+/// The JSON-RPC error code of a call that waits for the user's consent (the Foundry
+/// convention): the URL the user opens is in `data`.
+pub const CONSENT_REQUIRED: i32 = -32007;
+
+pub(super) fn consent_required(d: &crate::invoke::DeferredCall) -> ErrorData {
+    let data = json!({
+        "consent_url": d.consent_url,
+        "deferred_id": d.deferred_id,
+        "tool": d.target.name,
+        "message": "Open consent_url in a browser and allow access, then call the tool again.",
+    });
+    ErrorData::new(rmcp::model::ErrorCode(CONSENT_REQUIRED), "CONSENT_REQUIRED", Some(data))
+}
+
 /// An error as a JSON-RPC error (the one vocabulary's MCP code).
 fn mcp_error(e: Error) -> ErrorData {
     if let Error::Internal(m) = &e {
@@ -252,6 +266,10 @@ impl ServerHandler for AgentMcp {
             return Err(mcp_error(Error::invalid("arguments", format!("arguments are {} bytes, over the limit of {max}", arguments.len()))));
         }
         let cx = admit(&self.guard.admission, &rq).await?;
+        // The second round of a consent link: the call's result once the user consented.
+        if let Some(state) = request.request_state.as_deref().filter(|s| deferred::is_consent_state(s)) {
+            return deferred::answer_consent_retry(&self.router, &cx, state).await;
+        }
         // The second round of an approval question: the answer resolves the record.
         if let Some(state) = &request.request_state {
             return deferred::answer_retry(&self.router, &cx, (&request.name, &arguments), state, request.input_responses.as_ref()).await;
@@ -264,6 +282,15 @@ impl ServerHandler for AgentMcp {
         };
         let call = ToolCall { tool_call_id, tool_name: request.name.to_string(), arguments_json: arguments };
         let outcome = self.router.handle(&cx, &call).await.map_err(mcp_error)?;
+        if let Outcome::Deferred(d) = &outcome
+            && d.kind == DeferredKind::Consent
+        {
+            // A client that opens links for the user gets the link to open; others the error.
+            if takes_without_session(&rq).is_some_and(|t| t.url_elicitation) && d.consent_url.starts_with("http") {
+                return Ok(CallToolResponse::InputRequired(deferred::consent_input(d)));
+            }
+            return Err(consent_required(d));
+        }
         if let Outcome::Deferred(d) = &outcome
             && let Some(takes) = takes_without_session(&rq)
             && let Some(answer) = deferred::answer_deferred(&self.router, &cx, d, takes).await?
@@ -309,8 +336,10 @@ fn takes_without_session(cx: &RequestContext<RoleServer>) -> Option<deferred::Ta
         return None;
     }
     let caps = cx.meta.client_capabilities().unwrap_or_default();
-    let form_elicitation = caps.elicitation.as_ref().and_then(|e| serde_json::to_value(e).ok()).is_some_and(|e| approve::form_mode(&e));
-    Some(deferred::Takes { form_elicitation, tasks: caps.supports_tasks() })
+    let elicitation = caps.elicitation.as_ref().and_then(|e| serde_json::to_value(e).ok());
+    let form_elicitation = elicitation.as_ref().is_some_and(approve::form_mode);
+    let url_elicitation = elicitation.as_ref().is_some_and(|e| e.get("url").is_some());
+    Some(deferred::Takes { form_elicitation, url_elicitation, tasks: caps.supports_tasks() })
 }
 
 /// Does the request speak 2026-07-28 (or later)? Session requests carry no version in
@@ -349,6 +378,10 @@ fn call_result(outcome: Outcome) -> CallToolResult {
                     "client_execution_pending",
                     format!("{} is run by the client (deferred id {}); its result comes from the client.", d.target.name, d.deferred_id),
                 ),
+                DeferredKind::Consent => {
+                    let r = d.consent_fault().expect("a consent record").render();
+                    return with_content(r.content_json, r.is_error);
+                }
             };
             let arguments: Value = serde_json::from_str(&d.target.arguments_json).unwrap_or(Value::Null);
             let body = json!({
@@ -360,6 +393,11 @@ fn call_result(outcome: Outcome) -> CallToolResult {
             (body.to_string(), false)
         }
     };
+    with_content(content_json, is_error)
+}
+
+/// A result's JSON as MCP content (and structured content when it is an object).
+fn with_content(content_json: String, is_error: bool) -> CallToolResult {
     let structured = serde_json::from_str::<Value>(&content_json).ok().filter(Value::is_object);
     // A tool that answers plain text reaches the client as that text, not a quoted string.
     let content = vec![ContentBlock::text(crate::provider::result_text(&content_json))];

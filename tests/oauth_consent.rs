@@ -687,6 +687,136 @@ async fn without_a_token_key_file_an_oauth_source_is_unavailable_with_a_clear_fa
     assert_eq!((stats["registrations"].as_u64(), stats["mcp_requests"].clone()), (Some(0), json!({})), "{stats}");
 }
 
+// ----- 7. pre-registered clients, the public URL, RFC 9207 -----
+
+/// toolrouter (token key, the operator secret `cal_client` holding `secret`) and the agent,
+/// whose source uses the pre-registered client `client_id` with that secret.
+async fn with_client(fx: Fixture, client_id: &str, secret: &str) -> Env {
+    let (mut cfg, keys) = with_token_key(ServerConfig::for_tests());
+    let path = keys.0.join("cal-client-secret");
+    std::fs::write(&path, format!("{secret}\n")).expect("write the client secret");
+    // Authentication is off: a secret without tenant= is usable.
+    cfg.secrets = toolrouter::upstream::Secrets::parse([format!("cal_client=file:{}", path.display()).as_str()]).expect("secret spec");
+    let s = TestServer::start_with(cfg).await;
+    let callback = format!("http://{}/oauth/callback", s.server.http_addr);
+    let client = json!({
+        "client_id": client_id, "client_secret": secret, "redirect_uris": [callback],
+        "token_endpoint_auth_method": "client_secret_basic",
+    });
+    let registered = fx.admin("clients", client).await;
+    assert_eq!(registered["token_endpoint_auth_method"], "client_secret_basic", "{registered}");
+    let mut def = definition(&fx.mcp);
+    let Some(pb::tool_source::Kind::Mcp(m)) = &mut def.sources[0].kind else { unreachable!() };
+    m.oauth = Some(pb::McpOAuth { client_id: client_id.into(), client_secret: "cal_client".into(), ..Default::default() });
+    s.create(AGENT, def).await;
+    Env { s, fx, _keys: keys, ids: AtomicUsize::new(0) }
+}
+
+#[tokio::test]
+async fn a_pre_registered_confidential_client_authenticates_with_client_secret_basic() {
+    // No registration; the metadata lists client_secret_basic only.
+    let Some(fx) = Fixture::start(&["--no-dcr", "--token-auth-methods", "client_secret_basic", "--access-ttl", "2"]) else { return };
+    // ':' '/' '+' '%' exercise RFC 6749 §2.3.1's encoding before base64.
+    let env = with_client(fx, "toolrouter:cal", "s3cr3t:a/b+c%d").await;
+    let d = env.consent("ada").await;
+    let url = url::Url::parse(&d.consent_url).expect("a consent URL");
+    assert_eq!(param(&url, "client_id").as_deref(), Some("toolrouter:cal"));
+    let record = env.record("ada", &d.deferred_id).await;
+    assert!(resolved(&record) && record.result.as_ref().is_some_and(|r| r.content_json.contains("ada: 3 meetings on monday")), "{record:?}");
+    // The 2 s access token is refreshed (within the refresh margin) with the same client
+    // authentication.
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    env.calendar_answers("ada", "tuesday").await;
+    let stats = env.fx.stats().await;
+    assert_eq!(stats["registrations"], 0, "{stats}");
+    assert_eq!(stats["token_exchanges"], 1, "{stats}");
+    assert!(stats["refreshes"].as_u64().unwrap_or(0) >= 1, "{stats}");
+    assert_eq!(stats["token_errors"], json!({}), "{stats}");
+    assert_eq!(env.fx.tool_calls("ada").await, 2);
+}
+
+#[tokio::test]
+async fn a_confidential_client_with_the_wrong_secret_is_refused_and_nothing_is_stored() {
+    let Some(fx) = Fixture::start(&["--no-dcr", "--token-auth-methods", "client_secret_basic"]) else { return };
+    let env = with_client(fx, "toolrouter", "right").await;
+    // The operator's secret changes at the server only.
+    let callback = format!("http://{}/oauth/callback", env.s.server.http_addr);
+    env.fx
+        .admin(
+            "clients",
+            json!({"client_id": "toolrouter", "client_secret": "other", "redirect_uris": [callback], "token_endpoint_auth_method": "client_secret_basic"}),
+        )
+        .await;
+    let d = env.consent_asked("ada").await;
+    let (status, page) = consent_in_browser(&d.consent_url, "ada").await;
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("could not be completed") && page.contains("invalid_client") && !page.contains("right"), "{page}");
+    let stats = env.fx.stats().await;
+    assert_eq!((stats["token_exchanges"].as_u64(), stats["registrations"].as_u64()), (Some(0), Some(0)), "{stats}");
+    assert_eq!(stats["token_errors"]["invalid_client"], 1, "{stats}");
+    assert!(pending(&env.record("ada", &d.deferred_id).await));
+    env.consent_asked("ada").await;
+}
+
+#[tokio::test]
+async fn with_a_public_url_the_callback_is_reached_through_it() {
+    // The HTTP port is chosen first, so the public URL can name it.
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port").local_addr().expect("address").port();
+    let Some(env) = Env::start_with(&[], |_, mut cfg| {
+        cfg.http_addr = format!("127.0.0.1:{port}").parse().expect("address");
+        cfg.oauth.public_url = Some(format!("http://localhost:{port}"));
+        cfg
+    })
+    .await
+    else {
+        return;
+    };
+    assert_eq!(env.s.server.http_addr.port(), port);
+    let d = env.consent_asked("ada").await;
+    let url = url::Url::parse(&d.consent_url).expect("a consent URL");
+    assert_eq!(param(&url, "redirect_uri"), Some(format!("http://localhost:{port}/oauth/callback")));
+    let callback = callback_url(&d.consent_url, "ada").await;
+    assert_eq!(callback.host_str(), Some("localhost"));
+    let (status, page) = open(callback.as_str()).await;
+    assert_eq!(status, 200, "{page}");
+    assert!(resolved(&env.record("ada", &d.deferred_id).await));
+    env.calendar_answers("ada", "tuesday").await;
+    assert_eq!(env.fx.stats().await["registrations"], 1);
+}
+
+#[tokio::test]
+async fn with_rfc_9207_the_callbacks_iss_must_be_the_issuer() {
+    let Some(env) = Env::start(&["--iss-parameter"]).await else { return };
+    let issuer = env.fx.issuer.clone();
+    // Wrong, then missing: refused, nothing exchanged, the record still pending.
+    for iss in [Some("http://127.0.0.1:1"), None] {
+        let d = env.consent_asked("ada").await;
+        let callback = callback_url(&d.consent_url, "ada").await;
+        assert_eq!(param(&callback, "iss").as_deref(), Some(issuer.as_str()), "{callback}");
+        let mut forged = callback.clone();
+        let pairs: Vec<(String, String)> = callback.query_pairs().into_owned().filter(|(k, _)| k != "iss").collect();
+        let mut q = forged.query_pairs_mut();
+        q.clear().extend_pairs(pairs);
+        if let Some(iss) = iss {
+            q.append_pair("iss", iss);
+        }
+        drop(q);
+        let (status, page) = open(forged.as_str()).await;
+        assert_eq!(status, 400, "{iss:?}: {page}");
+        assert!(page.contains("does not come from the authorization server"), "{page}");
+        assert!(pending(&env.record("ada", &d.deferred_id).await));
+        // The consent was used up: the genuine callback is refused too.
+        let (status, _) = open(callback.as_str()).await;
+        assert_eq!(status, 400);
+    }
+    assert_eq!(env.fx.stats().await["token_exchanges"], 0);
+    assert_eq!(env.fx.tool_calls("ada").await, 0);
+    // The genuine response carries the issuer: the flow completes.
+    let d = env.consent("ada").await;
+    assert!(resolved(&env.record("ada", &d.deferred_id).await));
+    env.calendar_answers("ada", "tuesday").await;
+}
+
 // ----- registration -----
 
 #[tokio::test]

@@ -11,12 +11,14 @@ use axum::response::{Html, IntoResponse, Response};
 use crate::invoke::Router;
 use crate::upstream::consent::CallbackError;
 
-/// The callback's query: RFC 6749 §4.1.2 (`code`, `state`) or §4.1.2.1 (`error`).
+/// The callback's query: RFC 6749 §4.1.2 (`code`, `state`) or §4.1.2.1 (`error`), and
+/// RFC 9207's `iss`.
 #[derive(Debug, Default)]
 struct Callback {
     code: Option<String>,
     state: Option<String>,
     error: Option<String>,
+    iss: Option<String>,
 }
 
 impl Callback {
@@ -27,6 +29,7 @@ impl Callback {
                 "code" => &mut c.code,
                 "state" => &mut c.state,
                 "error" => &mut c.error,
+                "iss" => &mut c.iss,
                 _ => continue,
             };
             slot.get_or_insert_with(|| v.into_owned());
@@ -61,7 +64,7 @@ async fn callback(State(router): State<Arc<Router>>, uri: http::Uri) -> Response
     };
     let code = q.code.filter(|c| !c.is_empty() && c.len() <= MAX_PARAM);
     let error = q.error.map(|e| e.chars().filter(|c| c.is_ascii_graphic()).take(64).collect::<String>());
-    match router.consent_callback(&state, code.as_deref(), error.as_deref()).await {
+    match router.consent_callback(&state, code.as_deref(), error.as_deref(), q.iss.as_deref()).await {
         Ok(_) => page(http::StatusCode::OK, "Access granted", "You can close this window and go back to the assistant."),
         Err(e) => {
             let status = match e {

@@ -132,15 +132,17 @@ impl Router {
     /// `/oauth/callback`: takes the consent its state names (single use), refuses it when its
     /// record is no longer pending, exchanges the code, stores the user's tokens and runs the
     /// recorded call exactly once. An `error` from the authorization server (the user said
-    /// no) denies the record. Each refusal changes nothing else.
+    /// no) denies the record. An `iss` that is not the consent's issuer (RFC 9207) is refused
+    /// before anything else. Each refusal changes nothing else.
     pub async fn consent_callback(
         self: &Arc<Self>,
         state: &str,
         code: Option<&str>,
         error: Option<&str>,
+        iss: Option<&str>,
     ) -> std::result::Result<ConsentDone, CallbackError> {
         let consents = self.upstream.consents().ok_or(CallbackError::UnknownState)?;
-        let taken = consents.take(state).await?;
+        let taken = consents.take(state, iss).await?;
         // The browser carries no credential: the consent names the tenant.
         let principal = crate::admission::Principal { tenant: taken.tenant.clone(), identity: Default::default() };
         let record_rq = self.admission.request(&principal).map_err(|e| CallbackError::Internal(e.public_message()))?;

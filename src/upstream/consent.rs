@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::oauth::client::{ClientCreds, Discovered, OAuthError, OAuthHttp, authorize_url, pkce};
+use super::oauth::client::{ClientAuth, ClientCreds, Discovered, OAuthError, OAuthHttp, authorize_url, pkce};
 use super::oauth::seal::Sealer;
 use super::secrets::Secrets;
 use crate::catalog::McpSource;
@@ -74,6 +74,9 @@ pub enum CallbackError {
     Refused(String),
     /// The code exchange failed.
     Exchange(String),
+    /// RFC 9207: the response's `iss` is not the consent's authorization server (or is
+    /// missing where that server sends it).
+    WrongIssuer,
     Internal(String),
 }
 
@@ -84,6 +87,9 @@ impl std::fmt::Display for CallbackError {
             CallbackError::Expired => write!(f, "this consent link expired; start again from the assistant"),
             CallbackError::Refused(e) => write!(f, "the authorization server did not grant access: {e}"),
             CallbackError::Exchange(e) => write!(f, "the authorization could not be completed: {e}"),
+            CallbackError::WrongIssuer => {
+                write!(f, "this answer does not come from the authorization server the consent was started with; start again from the assistant")
+            }
             CallbackError::Internal(e) => write!(f, "internal error: {e}"),
         }
     }
@@ -106,10 +112,34 @@ struct Pending {
     verifier: String,
     client_id: String,
     client_secret: Option<String>,
+    #[serde(default)]
+    client_auth: ClientAuth,
     token_endpoint: String,
     redirect_uri: String,
     resource: String,
     server_url: String,
+    /// The authorization server's issuer ("" in consents sealed before it was kept).
+    #[serde(default)]
+    issuer: String,
+    /// RFC 9207: the server advertised `iss` in its responses, so it must be there.
+    #[serde(default)]
+    iss_required: bool,
+}
+
+impl Pending {
+    fn client(&self) -> ClientCreds {
+        ClientCreds { client_id: self.client_id.clone(), client_secret: self.client_secret.clone(), auth: self.client_auth }
+    }
+}
+
+/// RFC 9207 §2.4: an `iss` present must be the consent's issuer (compared as strings); absent,
+/// it is refused only when the server advertised it.
+fn check_iss(p: &Pending, iss: Option<&str>) -> Result<(), CallbackError> {
+    match iss {
+        Some(got) if !p.issuer.is_empty() && got != p.issuer => Err(CallbackError::WrongIssuer),
+        None if p.iss_required => Err(CallbackError::WrongIssuer),
+        _ => Ok(()),
+    }
 }
 
 impl std::fmt::Debug for Pending {
@@ -126,7 +156,17 @@ struct Held {
     token_endpoint: String,
     client_id: String,
     client_secret: Option<String>,
+    #[serde(default)]
+    client_auth: ClientAuth,
     resource: String,
+}
+
+/// A dynamically registered client's secret as sealed in the store, with its method. Rows
+/// sealed before the method was kept hold the bare secret.
+#[derive(Serialize, Deserialize)]
+struct SealedSecret {
+    client_secret: String,
+    auth: ClientAuth,
 }
 
 pub struct Consents {
@@ -259,7 +299,7 @@ impl Consents {
         let Some(refresh) = held.refresh_token.clone() else {
             return Ok(Refreshed::Refused);
         };
-        let client = ClientCreds { client_id: held.client_id.clone(), client_secret: held.client_secret.clone() };
+        let client = ClientCreds { client_id: held.client_id.clone(), client_secret: held.client_secret.clone(), auth: held.client_auth };
         match self.http.refresh(&held.token_endpoint, &client, &refresh, &held.resource).await {
             Ok(t) => {
                 let next = Held {
@@ -268,6 +308,7 @@ impl Consents {
                     token_endpoint: held.token_endpoint,
                     client_id: held.client_id,
                     client_secret: held.client_secret,
+                    client_auth: held.client_auth,
                     resource: held.resource,
                 };
                 // Strictly later than the row it replaces, so two refreshes never both win.
@@ -336,19 +377,21 @@ impl Consents {
             } else {
                 Some(self.secrets.read(&o.client_secret, tenant, &source.url).map_err(|e| e.to_string())?)
             };
-            return Ok(ClientCreds { client_id: o.client_id.clone(), client_secret });
+            return Ok(ClientCreds { client_id: o.client_id.clone(), client_secret, auth: d.client_auth });
         }
         let sealer = self.sealer()?;
         let redirect = &self.config.redirect_uri;
         let aad = client_aad(tenant, &d.issuer, redirect);
         let open = |row: &OAuthClientRow| -> Result<ClientCreds, String> {
-            let client_secret = if row.sealed_secret.is_empty() {
-                None
-            } else {
-                let plain = sealer.open(&row.sealed_secret, &aad).map_err(|_| "the registered client's secret cannot be opened".to_string())?;
-                Some(String::from_utf8(plain).map_err(|e| e.to_string())?)
+            if row.sealed_secret.is_empty() {
+                return Ok(ClientCreds { client_id: row.client_id.clone(), client_secret: None, auth: d.client_auth });
+            }
+            let plain = sealer.open(&row.sealed_secret, &aad).map_err(|_| "the registered client's secret cannot be opened".to_string())?;
+            let (secret, auth) = match serde_json::from_slice::<SealedSecret>(&plain) {
+                Ok(s) => (s.client_secret, s.auth),
+                Err(_) => (String::from_utf8(plain).map_err(|e| e.to_string())?, d.client_auth),
             };
-            Ok(ClientCreds { client_id: row.client_id.clone(), client_secret })
+            Ok(ClientCreds { client_id: row.client_id.clone(), client_secret: Some(secret), auth })
         };
         if let Some(row) = self.store.get_oauth_client(tenant, &d.issuer, redirect).await.map_err(|e| e.to_string())? {
             return open(&row);
@@ -356,12 +399,19 @@ impl Consents {
         if d.registration_endpoint.is_none() {
             return Err("the authorization server has no dynamic client registration: configure oauth.client_id".into());
         }
-        let (client_id, secret) = self.http.register(d, redirect).await.map_err(|e| e.to_string())?;
+        let creds = self.http.register(d, redirect).await.map_err(|e| e.to_string())?;
+        let sealed_secret = match creds.client_secret {
+            Some(client_secret) => {
+                let plain = serde_json::to_vec(&SealedSecret { client_secret, auth: creds.auth }).map_err(|e| e.to_string())?;
+                sealer.seal(&plain, &aad)
+            }
+            None => String::new(),
+        };
         let row = OAuthClientRow {
             issuer: d.issuer.clone(),
             redirect_uri: redirect.clone(),
-            client_id,
-            sealed_secret: secret.map(|s| sealer.seal(s.as_bytes(), &aad)).unwrap_or_default(),
+            client_id: creds.client_id,
+            sealed_secret,
             create_time: now_ms(),
         };
         // A concurrent registration may have won: use the stored one.
@@ -394,10 +444,13 @@ impl Consents {
             verifier,
             client_id: client.client_id,
             client_secret: client.client_secret,
+            client_auth: client.auth,
             token_endpoint: d.token_endpoint.clone(),
             redirect_uri: self.config.redirect_uri.clone(),
             resource: d.resource.clone(),
             server_url: source.url.clone(),
+            issuer: d.issuer.clone(),
+            iss_required: d.iss_parameter,
         };
         let state_hash = hash(&state);
         let now = now_ms();
@@ -416,8 +469,9 @@ impl Consents {
     }
 
     /// The callback's first step: takes the consent its `state` names (single use; expired
-    /// or unknown is refused). Nothing is exchanged yet.
-    pub async fn take(&self, state: &str) -> Result<Taken, CallbackError> {
+    /// or unknown is refused) and checks the response's `iss` (RFC 9207). Nothing is
+    /// exchanged yet.
+    pub async fn take(&self, state: &str, iss: Option<&str>) -> Result<Taken, CallbackError> {
         // Without a key no consent was ever started: whatever the state, it is unknown.
         let sealer = self.sealer.as_ref().ok_or(CallbackError::UnknownState)?;
         let state_hash = hash(state);
@@ -431,6 +485,7 @@ impl Consents {
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .ok_or_else(|| CallbackError::Internal("the consent cannot be opened".into()))?;
+        check_iss(&pending, iss)?;
         Ok(Taken { tenant, user_id: row.user_id, agent_id: row.agent_id, source_id: row.source_id, deferred_id: row.deferred_id, pending })
     }
 
@@ -439,8 +494,7 @@ impl Consents {
     pub async fn finish(&self, taken: &Taken, code: &str) -> Result<(), CallbackError> {
         let sealer = self.sealer().map_err(CallbackError::Internal)?;
         let p = &taken.pending;
-        let client = ClientCreds { client_id: p.client_id.clone(), client_secret: p.client_secret.clone() };
-        let t = self.http.exchange(&p.token_endpoint, &client, code, &p.verifier, &p.redirect_uri, &p.resource).await.map_err(|e| match e {
+        let t = self.http.exchange(&p.token_endpoint, &p.client(), code, &p.verifier, &p.redirect_uri, &p.resource).await.map_err(|e| match e {
             OAuthError::InvalidGrant(m) => CallbackError::Exchange(format!("the code was refused ({m})")),
             other => CallbackError::Exchange(other.to_string()),
         })?;
@@ -450,6 +504,7 @@ impl Consents {
             token_endpoint: p.token_endpoint.clone(),
             client_id: p.client_id.clone(),
             client_secret: p.client_secret.clone(),
+            client_auth: p.client_auth,
             resource: p.resource.clone(),
         };
         let updated = now_ms();
@@ -483,5 +538,53 @@ mod tests {
         assert_ne!(hash("abc"), hash("abd"));
         assert_ne!(token_aad("t", "ada", "cal", "https://a/mcp"), token_aad("t", "bob", "cal", "https://a/mcp"));
         assert_ne!(token_aad("t", "ada", "cal", "https://a/mcp"), token_aad("t", "ada", "cal", "https://b/mcp"));
+    }
+
+    fn pending(issuer: &str, iss_required: bool) -> Pending {
+        Pending {
+            verifier: "v".into(),
+            client_id: "c".into(),
+            client_secret: None,
+            client_auth: ClientAuth::ClientSecretPost,
+            token_endpoint: "https://as/token".into(),
+            redirect_uri: "https://tr/oauth/callback".into(),
+            resource: "https://h/mcp".into(),
+            server_url: "https://h/mcp".into(),
+            issuer: issuer.into(),
+            iss_required,
+        }
+    }
+
+    #[test]
+    fn the_callbacks_iss_must_be_the_consents_issuer() {
+        let as_ = "https://as.example.com";
+        // Advertised (RFC 9207): required and equal, compared as strings.
+        let p = pending(as_, true);
+        assert_eq!(check_iss(&p, Some(as_)), Ok(()));
+        assert_eq!(check_iss(&p, None), Err(CallbackError::WrongIssuer));
+        assert_eq!(check_iss(&p, Some("https://evil.example.com")), Err(CallbackError::WrongIssuer));
+        assert_eq!(check_iss(&p, Some("https://as.example.com/")), Err(CallbackError::WrongIssuer));
+        assert_eq!(check_iss(&p, Some("")), Err(CallbackError::WrongIssuer));
+        // Not advertised: absent is fine, present must still match.
+        let p = pending(as_, false);
+        assert_eq!(check_iss(&p, None), Ok(()));
+        assert_eq!(check_iss(&p, Some(as_)), Ok(()));
+        assert_eq!(check_iss(&p, Some("https://evil.example.com")), Err(CallbackError::WrongIssuer));
+        // Sealed before the issuer was kept: nothing to compare with.
+        assert_eq!(check_iss(&pending("", false), Some("https://any")), Ok(()));
+    }
+
+    #[test]
+    fn consents_and_tokens_sealed_before_the_new_fields_still_open() {
+        let old = r#"{"verifier":"v","client_id":"c","client_secret":"s","token_endpoint":"t","redirect_uri":"r","resource":"x","server_url":"u"}"#;
+        let p: Pending = serde_json::from_str(old).unwrap();
+        assert_eq!((p.client_auth, p.issuer.as_str(), p.iss_required), (ClientAuth::ClientSecretPost, "", false));
+        let old = r#"{"access_token":"a","refresh_token":null,"token_endpoint":"t","client_id":"c","client_secret":"s","resource":"x"}"#;
+        let h: Held = serde_json::from_str(old).unwrap();
+        assert_eq!(h.client_auth, ClientAuth::ClientSecretPost);
+        let p = Pending { client_auth: ClientAuth::ClientSecretBasic, client_secret: Some("s".into()), ..pending("i", true) };
+        let back: Pending = serde_json::from_slice(&serde_json::to_vec(&p).unwrap()).unwrap();
+        assert_eq!(back.client(), ClientCreds { client_id: "c".into(), client_secret: Some("s".into()), auth: ClientAuth::ClientSecretBasic });
+        assert!((back.issuer.as_str(), back.iss_required) == ("i", true));
     }
 }

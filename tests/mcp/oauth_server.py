@@ -21,6 +21,7 @@ The authorize step needs no browser: it logs in the user named by `login_hint=<u
         [--refuse-user NAME]... [--admin-user NAME]... [--default-user NAME]
         [--scopes "mcp ..."] [--required-scopes "mcp"] [--strict-refresh-reuse]
         [--same-origin] [--stateless] [--json-response] [--tools-ttl-ms MS]
+        [--token-auth-methods "client_secret_basic ..."] [--iss-parameter]
         [--mcp-port P] [--issuer-port P] [--admin-port P]
 
 Prints one line `READY {"mcp": ..., "issuer": ..., "admin": ...}` on stdout once it listens, then
@@ -53,7 +54,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, TypedDict
-from urllib.parse import parse_qsl
+from urllib.parse import parse_qsl, urlencode
 
 import uvicorn
 from pydantic import AnyHttpUrl, AnyUrl, ValidationError
@@ -478,9 +479,13 @@ class AuthorizeWrapper:
         async def observe(message):
             if message["type"] == "http.response.start":
                 status.append(message["status"])
+                headers = []
                 for k, v in message.get("headers", []):
                     if k.lower() == b"location":
                         location.append(v.decode("latin-1"))
+                        v = add_iss(location[-1], self.provider).encode("latin-1")
+                    headers.append((k, v))
+                message = {**message, "headers": headers}
             await send(message)
 
         token = authorize_request.set(params)
@@ -498,6 +503,48 @@ class AuthorizeWrapper:
                 self.stats.authorize_errors[query["error"]] += 1
         elif status and status[0] >= 400:
             self.stats.authorize_errors["invalid_request"] += 1
+
+
+def add_iss(location: str, provider: FixtureProvider) -> str:
+    """With --iss-parameter, RFC 9207's `iss` on every authorization response (codes and errors)."""
+    if not provider.opts.iss_parameter or "iss=" in location:
+        return location
+    sep = "&" if "?" in location else "?"
+    return f"{location}{sep}{urlencode({'iss': provider.issuer})}"
+
+
+class MetadataPatch:
+    """Around the SDK's authorization-server metadata: sets the fields --token-auth-methods and
+    --iss-parameter ask for (the SDK's metadata lists client_secret_post and client_secret_basic)."""
+
+    def __init__(self, app, opts: argparse.Namespace):
+        self.app, self.opts = app, opts
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        start: dict[str, Any] = {}
+        chunks: list[bytes] = []
+
+        async def capture(message):
+            if message["type"] == "http.response.start":
+                start.update(message)
+            elif message["type"] == "http.response.body":
+                chunks.append(message.get("body", b""))
+
+        await self.app(scope, receive, capture)
+        body = b"".join(chunks)
+        if start.get("status") == 200:
+            meta = json.loads(body)
+            if self.opts.token_auth_methods is not None:
+                meta["token_endpoint_auth_methods_supported"] = self.opts.token_auth_methods.split()
+            if self.opts.iss_parameter:
+                meta["authorization_response_iss_parameter_supported"] = True
+            body = json.dumps(meta).encode()
+        headers = [(k, v) for k, v in start.get("headers", []) if k.lower() != b"content-length"]
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({**start, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
 
 
 class RegisterWrapper:
@@ -804,6 +851,8 @@ def auth_routes(opts: argparse.Namespace, provider: FixtureProvider, stats: Stat
             route.app = RegisterWrapper(route.app)
         elif route.path in ("/token", "/revoke"):
             route.app = TokenErrorCounter(route.app, stats)
+        elif route.path == "/.well-known/oauth-authorization-server":
+            route.app = MetadataPatch(route.app, opts)
     return routes
 
 
@@ -837,6 +886,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--stateless", action="store_true", help="MCP streamable HTTP without sessions")
     p.add_argument("--json-response", action="store_true", help="MCP answers in JSON rather than SSE")
     p.add_argument("--tools-ttl-ms", type=int, default=0, help="ttlMs cache hint (private scope) on tools/list (default 0)")
+    p.add_argument("--token-auth-methods", default=None,
+                   help="space-separated token_endpoint_auth_methods_supported of the metadata (default the SDK's: "
+                   "\"client_secret_post client_secret_basic\"); \"\" for an empty list")
+    p.add_argument("--iss-parameter", action="store_true",
+                   help="RFC 9207: advertise authorization_response_iss_parameter_supported and send iss on authorization responses")
     p.add_argument("--mcp-port", type=int, default=0)
     p.add_argument("--issuer-port", type=int, default=0)
     p.add_argument("--admin-port", type=int, default=0)

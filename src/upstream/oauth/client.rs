@@ -16,9 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use base64::Engine;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
 use reqwest::StatusCode;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, WWW_AUTHENTICATE};
+use reqwest::header::{ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, WWW_AUTHENTICATE};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -76,14 +76,60 @@ pub struct Discovered {
     /// The scope of the server's 401 challenge, else the resource metadata's `scopes_supported`
     /// (empty: no `scope` is sent).
     pub scopes: Vec<String>,
+    /// How a confidential client authenticates, from `token_endpoint_auth_methods_supported`.
+    #[serde(default)]
+    pub client_auth: ClientAuth,
+    /// RFC 9207: the server sends `iss` in its authorization responses.
+    #[serde(default)]
+    pub iss_parameter: bool,
+}
+
+/// How a client with a secret authenticates at the token endpoint (RFC 6749 §2.3.1).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientAuth {
+    /// `client_secret` in the form.
+    #[default]
+    ClientSecretPost,
+    /// HTTP Basic with the form-urlencoded id and secret.
+    ClientSecretBasic,
+}
+
+impl ClientAuth {
+    /// The method for the metadata's `token_endpoint_auth_methods_supported`: post when it is
+    /// listed or the list is absent, basic when only it (of the two) is listed.
+    pub fn from_supported(methods: Option<&[&str]>) -> Self {
+        match methods {
+            Some(m) if !m.contains(&"client_secret_post") && m.contains(&"client_secret_basic") => ClientAuth::ClientSecretBasic,
+            _ => ClientAuth::ClientSecretPost,
+        }
+    }
+
+    /// The method a registration response's `token_endpoint_auth_method` names, if one of the two.
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "client_secret_post" => Some(ClientAuth::ClientSecretPost),
+            "client_secret_basic" => Some(ClientAuth::ClientSecretBasic),
+            _ => None,
+        }
+    }
+}
+
+/// The `Authorization` value of client_secret_basic: RFC 6749 §2.3.1 form-urlencodes the id
+/// and the secret before base64.
+pub fn basic_authorization(client_id: &str, secret: &str) -> String {
+    let enc = |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+    format!("Basic {}", STANDARD.encode(format!("{}:{}", enc(client_id), enc(secret))))
 }
 
 /// A client registered with an authorization server.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ClientCreds {
     pub client_id: String,
-    /// Sent as `client_secret_post` when set; a public client sends its `client_id` only.
+    /// Sent as `auth` says when set; a public client sends its `client_id` only.
     pub client_secret: Option<String>,
+    #[serde(default)]
+    pub auth: ClientAuth,
 }
 
 impl fmt::Debug for ClientCreds {
@@ -91,6 +137,7 @@ impl fmt::Debug for ClientCreds {
         f.debug_struct("ClientCreds")
             .field("client_id", &self.client_id)
             .field("client_secret", &self.client_secret.as_ref().map(|_| "[redacted]"))
+            .field("auth", &self.auth)
             .finish()
     }
 }
@@ -354,6 +401,8 @@ impl OAuthHttp {
                         registration_endpoint: meta.registration_endpoint,
                         revocation_endpoint: meta.revocation_endpoint,
                         scopes,
+                        client_auth: meta.client_auth,
+                        iss_parameter: meta.iss_parameter,
                     });
                 }
                 Err(e @ OAuthError::Refused(_)) if prm.authorization_servers.len() == 1 => return Err(e),
@@ -404,8 +453,9 @@ impl OAuthHttp {
     }
 
     /// Registers toolrouter with the authorization server (RFC 7591) as a public web client
-    /// of `redirect_uri`: (client_id, client_secret if the server issued one anyway).
-    pub async fn register(&self, d: &Discovered, redirect_uri: &str) -> Result<(String, Option<String>), OAuthError> {
+    /// of `redirect_uri`: its id, the secret if the server issued one anyway, and the method
+    /// the response names (else the metadata's).
+    pub async fn register(&self, d: &Discovered, redirect_uri: &str) -> Result<ClientCreds, OAuthError> {
         let endpoint = d.registration_endpoint.as_deref().ok_or_else(|| {
             OAuthError::Protocol(format!(
                 "the authorization server {} does not offer dynamic client registration; a client must be registered there by hand",
@@ -439,7 +489,8 @@ impl OAuthHttp {
             .filter(|s| !s.is_empty())
             .ok_or_else(|| OAuthError::Protocol(format!("{what} answered without a client_id")))?;
         let secret = v.get("client_secret").and_then(Value::as_str).filter(|s| !s.is_empty()).map(str::to_string);
-        Ok((client_id.to_string(), secret))
+        let auth = v.get("token_endpoint_auth_method").and_then(Value::as_str).and_then(ClientAuth::from_name).unwrap_or(d.client_auth);
+        Ok(ClientCreds { client_id: client_id.to_string(), client_secret: secret, auth })
     }
 
     /// Exchanges an authorization code (grant_type=authorization_code, with the PKCE verifier,
@@ -474,29 +525,39 @@ impl OAuthHttp {
         Ok(tokens)
     }
 
-    /// A token request: the form plus the client's authentication (client_secret_post with a
-    /// secret, else client_id alone). `secrets` are kept out of error messages.
+    /// A token request: the form plus the client's authentication (with a secret, post or
+    /// basic as `client.auth` says; else client_id alone). `secrets` are kept out of error
+    /// messages.
     async fn token_request(&self, endpoint: &str, client: &ClientCreds, form: &[(&str, &str)], secrets: &[&str]) -> Result<Tokens, OAuthError> {
         let what = format!("the token endpoint ({})", host_of_str(endpoint));
         let secret = client.client_secret.as_deref().filter(|s| !s.is_empty());
-        // Built in a block: the serializer is not `Send` and must not live across an await.
-        let body = {
-            let mut body = url::form_urlencoded::Serializer::new(String::new());
-            body.extend_pairs(form).append_pair("client_id", &client.client_id);
-            if let Some(secret) = secret {
-                body.append_pair("client_secret", secret);
-            }
-            body.finish()
-        };
+        let basic = secret.filter(|_| client.auth == ClientAuth::ClientSecretBasic).map(|s| basic_authorization(&client.client_id, s));
+        let body = token_form(form, client, secret.filter(|_| basic.is_none()));
         let f = self
             .send(&what, endpoint, true, |c| {
-                c.post(endpoint).header(CONTENT_TYPE, "application/x-www-form-urlencoded").header(ACCEPT, "application/json").body(body)
+                let rq = c.post(endpoint).header(CONTENT_TYPE, "application/x-www-form-urlencoded").header(ACCEPT, "application/json");
+                match basic {
+                    Some(b) => rq.header(AUTHORIZATION, b),
+                    None => rq,
+                }
+                .body(body)
             })
             .await?;
         let mut hidden: Vec<&str> = secrets.to_vec();
         hidden.extend(secret);
         parse_token_response(&what, f.status, &f.body, &hidden)
     }
+}
+
+/// A token request's body: the form and `client_id` (kept with basic too: servers look the
+/// client up by it), plus `client_secret` when posted.
+fn token_form(form: &[(&str, &str)], client: &ClientCreds, posted_secret: Option<&str>) -> String {
+    let mut body = url::form_urlencoded::Serializer::new(String::new());
+    body.extend_pairs(form).append_pair("client_id", &client.client_id);
+    if let Some(secret) = posted_secret {
+        body.append_pair("client_secret", secret);
+    }
+    body.finish()
 }
 
 /// A token endpoint's answer as [`Tokens`], or the error it states.
@@ -624,6 +685,8 @@ struct ServerMeta {
     token_endpoint: String,
     registration_endpoint: Option<String>,
     revocation_endpoint: Option<String>,
+    client_auth: ClientAuth,
+    iss_parameter: bool,
 }
 
 /// Parses and checks the metadata of the authorization server `issuer`: the same issuer
@@ -659,6 +722,8 @@ fn accept_server_meta(issuer: &str, body: &[u8]) -> Result<ServerMeta, OAuthErro
         token_endpoint: endpoint("token_endpoint", true)?.expect("required"),
         registration_endpoint: endpoint("registration_endpoint", false)?,
         revocation_endpoint: endpoint("revocation_endpoint", false)?,
+        client_auth: ClientAuth::from_supported(list("token_endpoint_auth_methods_supported").as_deref()),
+        iss_parameter: v.get("authorization_response_iss_parameter_supported") == Some(&Value::Bool(true)),
     })
 }
 

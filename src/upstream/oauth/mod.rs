@@ -5,6 +5,6 @@ pub mod client;
 pub mod seal;
 
 pub use client::{
-    BearerChallenge, ClientCreds, Discovered, OAuthError, OAuthHttp, Tokens, authorize_url, parse_bearer_challenge, pkce, random_token,
+    BearerChallenge, ClientAuth, ClientCreds, Discovered, OAuthError, OAuthHttp, Tokens, authorize_url, parse_bearer_challenge, pkce, random_token,
 };
 pub use seal::{SealError, Sealer, row_aad};

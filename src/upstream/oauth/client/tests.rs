@@ -9,6 +9,8 @@ fn discovered(endpoint: &str) -> Discovered {
         registration_endpoint: None,
         revocation_endpoint: None,
         scopes: vec![],
+        client_auth: ClientAuth::ClientSecretPost,
+        iss_parameter: false,
     }
 }
 
@@ -194,6 +196,130 @@ fn server_metadata_needs_the_same_issuer_s256_and_safe_endpoints() {
 }
 
 #[test]
+fn the_client_auth_method_follows_the_metadata() {
+    let pick = |m: Option<&[&str]>| ClientAuth::from_supported(m);
+    assert_eq!(pick(None), ClientAuth::ClientSecretPost);
+    assert_eq!(pick(Some(&["client_secret_basic", "client_secret_post"])), ClientAuth::ClientSecretPost);
+    assert_eq!(pick(Some(&["private_key_jwt", "client_secret_basic"])), ClientAuth::ClientSecretBasic);
+    assert_eq!(pick(Some(&["client_secret_basic"])), ClientAuth::ClientSecretBasic);
+    // Neither: post is as good a guess as any.
+    assert_eq!(pick(Some(&["private_key_jwt"])), ClientAuth::ClientSecretPost);
+    assert_eq!(pick(Some(&[])), ClientAuth::ClientSecretPost);
+    assert_eq!(ClientAuth::from_name("client_secret_basic"), Some(ClientAuth::ClientSecretBasic));
+    assert_eq!(ClientAuth::from_name("client_secret_post"), Some(ClientAuth::ClientSecretPost));
+    assert_eq!(ClientAuth::from_name("none"), None);
+
+    let meta = |extra: &str| {
+        format!(
+            r#"{{"issuer":"https://as.example.com","authorization_endpoint":"https://as.example.com/authorize","token_endpoint":"https://as.example.com/token",
+                "code_challenge_methods_supported":["S256"]{extra}}}"#
+        )
+    };
+    let m = accept_server_meta("https://as.example.com", meta("").as_bytes()).unwrap();
+    assert_eq!((m.client_auth, m.iss_parameter), (ClientAuth::ClientSecretPost, false));
+    let m = accept_server_meta(
+        "https://as.example.com",
+        meta(r#","token_endpoint_auth_methods_supported":["client_secret_basic"],"authorization_response_iss_parameter_supported":true"#).as_bytes(),
+    )
+    .unwrap();
+    assert_eq!((m.client_auth, m.iss_parameter), (ClientAuth::ClientSecretBasic, true));
+    let m = accept_server_meta("https://as.example.com", meta(r#","authorization_response_iss_parameter_supported":"true""#).as_bytes()).unwrap();
+    assert!(!m.iss_parameter, "only the JSON true");
+}
+
+#[test]
+fn client_creds_sealed_before_the_method_was_kept_read_as_post() {
+    let c: ClientCreds = serde_json::from_str(r#"{"client_id":"c","client_secret":"s"}"#).unwrap();
+    assert_eq!(c.auth, ClientAuth::ClientSecretPost);
+    let c = ClientCreds { client_id: "c".into(), client_secret: Some("s".into()), auth: ClientAuth::ClientSecretBasic };
+    let json = serde_json::to_string(&c).unwrap();
+    assert!(json.contains(r#""auth":"client_secret_basic""#), "{json}");
+    assert_eq!(serde_json::from_str::<ClientCreds>(&json).unwrap(), c);
+}
+
+#[test]
+fn basic_authorization_form_urlencodes_then_base64s() {
+    let decode = |h: String| String::from_utf8(STANDARD.decode(h.strip_prefix("Basic ").unwrap()).unwrap()).unwrap();
+    assert_eq!(basic_authorization("client", "secret"), format!("Basic {}", STANDARD.encode("client:secret")));
+    // RFC 6749 §2.3.1: application/x-www-form-urlencoded first (so ':' in the id cannot split it).
+    assert_eq!(decode(basic_authorization("a:b c", "p@ss/w%rd+=")), "a%3Ab+c:p%40ss%2Fw%25rd%2B%3D");
+    assert_eq!(decode(basic_authorization("é", "")), "%C3%A9:");
+
+    let post = ClientCreds { client_id: "c 1".into(), client_secret: Some("s&1".into()), auth: ClientAuth::ClientSecretPost };
+    assert_eq!(token_form(&[("grant_type", "refresh_token")], &post, Some("s&1")), "grant_type=refresh_token&client_id=c+1&client_secret=s%261");
+    assert_eq!(token_form(&[("grant_type", "refresh_token")], &post, None), "grant_type=refresh_token&client_id=c+1");
+}
+
+/// A one-request token endpoint on loopback: answers a token and hands back the request
+/// (head and body) it got.
+async fn token_endpoint_once() -> (String, tokio::task::JoinHandle<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/token", listener.local_addr().unwrap());
+    let served = tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = sock.read(&mut buf).await.unwrap();
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got).to_string();
+            if let Some(end) = text.find("\r\n\r\n") {
+                let len = text[..end]
+                    .lines()
+                    .find_map(|l| l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().parse::<usize>().unwrap()))
+                    .unwrap_or(0);
+                if got.len() >= end + 4 + len || n == 0 {
+                    break;
+                }
+            }
+            if n == 0 {
+                break;
+            }
+        }
+        let body = r#"{"access_token":"AT","token_type":"Bearer","expires_in":60}"#;
+        let answer =
+            format!("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        sock.write_all(answer.as_bytes()).await.unwrap();
+        String::from_utf8_lossy(&got).to_string()
+    });
+    (url, served)
+}
+
+#[tokio::test]
+async fn token_requests_authenticate_as_the_client_auth_method_says() {
+    let outbound = crate::outbound::Outbound::from_config(&crate::outbound::OutboundConfig::default()).unwrap();
+    let http = OAuthHttp::new(&outbound);
+
+    let basic = ClientCreds { client_id: "tr:1".into(), client_secret: Some("s3 cr3t".into()), auth: ClientAuth::ClientSecretBasic };
+    let (url, served) = token_endpoint_once().await;
+    http.exchange(&url, &basic, "code-1", "verifier-1", "https://tr/cb", "https://h/mcp").await.expect("exchange");
+    let got = served.await.unwrap();
+    let expected = format!("authorization: basic {}", STANDARD.encode("tr%3A1:s3+cr3t")).to_ascii_lowercase();
+    assert!(got.to_ascii_lowercase().contains(&expected), "{got}");
+    assert!(!got.contains("client_secret="), "one method per request: {got}");
+    assert!(got.contains("client_id=tr%3A1"), "{got}");
+
+    let (url, served) = token_endpoint_once().await;
+    http.refresh(&url, &basic, "rt-1", "https://h/mcp").await.expect("refresh");
+    let got = served.await.unwrap();
+    assert!(got.to_ascii_lowercase().contains(&expected) && got.contains("grant_type=refresh_token"), "{got}");
+
+    let post = ClientCreds { auth: ClientAuth::ClientSecretPost, ..basic.clone() };
+    let (url, served) = token_endpoint_once().await;
+    http.refresh(&url, &post, "rt-1", "https://h/mcp").await.expect("refresh");
+    let got = served.await.unwrap();
+    assert!(!got.to_ascii_lowercase().contains("authorization:") && got.contains("client_secret=s3+cr3t"), "{got}");
+
+    // A public client sends neither, whatever the method.
+    let public = ClientCreds { client_secret: None, ..basic };
+    let (url, served) = token_endpoint_once().await;
+    http.refresh(&url, &public, "rt-1", "https://h/mcp").await.expect("refresh");
+    let got = served.await.unwrap();
+    assert!(!got.to_ascii_lowercase().contains("authorization:") && !got.contains("client_secret="), "{got}");
+}
+
+#[test]
 fn token_answers_and_errors() {
     let what = "the token endpoint (as)";
     let t = parse_token_response(
@@ -233,7 +359,7 @@ fn token_answers_and_errors() {
 
 #[test]
 fn creds_debug_hides_the_secret() {
-    let c = ClientCreds { client_id: "cid".into(), client_secret: Some("s3cr3t".into()) };
+    let c = ClientCreds { client_id: "cid".into(), client_secret: Some("s3cr3t".into()), auth: ClientAuth::ClientSecretBasic };
     let d = format!("{c:?}");
     assert!(d.contains("cid") && !d.contains("s3cr3t"), "{d}");
 }
@@ -246,7 +372,7 @@ async fn a_url_the_policy_refuses_is_never_requested() {
     let http = OAuthHttp::new(&outbound);
     let e = http.discover("http://127.0.0.1:9/mcp?key=hunter2").await.unwrap_err();
     assert!(matches!(&e, OAuthError::Refused(m) if m.contains("127.0.0.1:9") && !m.contains("hunter2")), "{e:?}");
-    let creds = ClientCreds { client_id: "c".into(), client_secret: Some("s3cr3t".into()) };
+    let creds = ClientCreds { client_id: "c".into(), client_secret: Some("s3cr3t".into()), auth: ClientAuth::ClientSecretPost };
     let e = http.refresh("https://10.0.0.1/token", &creds, "rt-value", "https://h/mcp").await.unwrap_err();
     assert!(matches!(&e, OAuthError::Refused(m) if m.contains("10.0.0.1") && !m.contains("rt-value") && !m.contains("s3cr3t")), "{e:?}");
 }
@@ -318,12 +444,14 @@ async fn discover_register_authorize_exchange_refresh_against_the_python_sdk() {
     assert_eq!(d.registration_endpoint, Some(format!("{}/register", fx.issuer)));
     assert_eq!(d.revocation_endpoint, Some(format!("{}/revoke", fx.issuer)));
     assert_eq!(d.scopes, ["mcp"]);
+    // The SDK lists client_secret_post and client_secret_basic: post is preferred.
+    assert_eq!(d.client_auth, ClientAuth::ClientSecretPost);
 
     let redirect_uri = "http://127.0.0.1:1/oauth/callback";
-    let (client_id, client_secret) = oauth.register(&d, redirect_uri).await.expect("register");
+    let creds = oauth.register(&d, redirect_uri).await.expect("register");
+    let client_id = creds.client_id.clone();
     assert!(!client_id.is_empty());
-    assert_eq!(client_secret, None, "a public client");
-    let creds = ClientCreds { client_id: client_id.clone(), client_secret };
+    assert_eq!(creds.client_secret, None, "a public client");
 
     // The browser step: the fixture logs `login_hint` in and redirects at once.
     let (verifier, challenge) = pkce();

@@ -494,8 +494,8 @@ fn run_value(from: &str, tenant: &str, run: &RunContext) -> Option<String> {
     }
 }
 
-/// The HTTP client used for every MCP server.
-fn http_client(outbound: &crate::outbound::Outbound) -> reqwest::Client {
+/// The HTTP client used for every MCP server (and their authorization servers).
+pub(crate) fn http_client(outbound: &crate::outbound::Outbound) -> reqwest::Client {
     reqwest::Client::builder()
         // rmcp's own default: pooled idle connections stall on delayed ACKs.
         .pool_max_idle_per_host(0)

@@ -1,3 +1,6 @@
+//! This file is long because discovery, registration and the token requests share one HTTP
+//! path (policy check, bounded body, redaction) and the checks the specifications require.
+//!
 //! The OAuth client of MCP authorization (OAuth 2.1 authorization code with PKCE S256,
 //! RFC 9728 protected-resource metadata, RFC 8414 authorization-server metadata, RFC 7591
 //! dynamic client registration, RFC 8707 resource indicators), on toolrouter's own HTTP client.
@@ -7,9 +10,6 @@
 //! followed, no proxy). Requests time out after [`TIMEOUT`] and bodies are read up to
 //! [`MAX_BODY`]. Errors and `Debug` output never carry tokens, codes, verifiers or secrets,
 //! nor whole URLs (a URL may carry credentials): they name hosts.
-//!
-//! This file is long because discovery, registration and the token requests share one HTTP
-//! path (policy check, bounded body, redaction) and the checks the specifications require.
 
 use std::fmt;
 use std::sync::Arc;
@@ -287,21 +287,10 @@ struct Fetched {
 }
 
 impl OAuthHttp {
-    /// A client like the MCP servers' (no redirects, no proxy, the policy's resolver, the
+    /// The MCP servers' own client (no redirects, no proxy, the policy's resolver, the
     /// outbound TLS settings), for the given outbound settings.
     pub fn new(outbound: &Outbound) -> Self {
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(0)
-            // No redirect is followed: a server cannot send toolrouter elsewhere.
-            .redirect(reqwest::redirect::Policy::none())
-            // A proxy would resolve and connect past the policy.
-            .no_proxy()
-            .dns_resolver(crate::outbound::Resolver::new(outbound.policy.clone()))
-            .tls_backend_preconfigured(outbound.tls.client_config(&[b"http/1.1"]))
-            .connect_timeout(Duration::from_secs(5))
-            .build()
-            .expect("HTTP client");
-        Self { http, policy: outbound.policy.clone() }
+        Self { http: crate::upstream::mcp::http_client(outbound), policy: outbound.policy.clone() }
     }
 
     /// Sends a request to `url` once the policy allows it; `what` names the endpoint (and its

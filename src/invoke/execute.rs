@@ -111,6 +111,7 @@ impl Router {
                 Execution::ConsentRequired | Execution::Unauthorized => {
                     ModelFault::ConsentRequired { tool: name(), consent_url: String::new(), deferred_id: String::new() }.into()
                 }
+                Execution::NoAuthorization(why) => ModelFault::Unavailable { tool: name(), reason: Unavailable::NoAuthorization(why) }.into(),
                 Execution::Vanished => {
                     // Discovery must stop offering it: prepare the listings again.
                     self.registry.invalidate_listings(inv.tenant, inv.agent_id);

@@ -359,11 +359,11 @@ impl Router {
         if let Err(f) = route::check(tool, &cx.run, &arguments) {
             return Ok(Outcome::Fault(f));
         }
-        // An OAuth source's user without a token consents first (approval, if any, after).
-        if let Some(consent) = self.consent_first(cx, r, call, i, &arguments).await? {
-            return Ok(consent);
-        }
         if tool.requires_approval || tool.kind == crate::catalog::ToolKind::Client {
+            // A user without a token for an OAuth source consents before anyone approves.
+            if let Some(consent) = self.consent_first(cx, r, call, i, &arguments).await? {
+                return Ok(consent);
+            }
             return self.defer(cx, r, call, i, &arguments).await;
         }
         let invocation = execute::Invocation {
@@ -375,8 +375,9 @@ impl Router {
             arguments_json: &arguments.to_string(),
             tool_call_id: &call.tool_call_id,
         };
+        // The token is read once, by the execution: a user without one (or whose token the
+        // server refused, and which is forgotten now) consents, and the call waits for it.
         let reply = self.execute(&invocation).await;
-        // The server refused the user's token (revoked, say; it is forgotten now): consent again.
         if let crate::call::Reply::Fault(ModelFault::ConsentRequired { consent_url, .. }) = &reply
             && consent_url.is_empty()
             && let Some(consent) = self.consent_first(cx, r, call, i, &arguments).await?

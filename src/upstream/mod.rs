@@ -94,12 +94,15 @@ pub enum Execution {
     ConsentRequired,
     /// The server refused the user's token (revoked, say): not run; it was forgotten.
     Unauthorized,
+    /// An OAuth source whose user's authorization cannot be had (not configured, no user):
+    /// not sent.
+    NoAuthorization(String),
 }
 
 impl Execution {
     /// Did the request reach the source? (Busy waits and failed connects did not.)
     pub fn reached(&self) -> bool {
-        !matches!(self, Execution::Busy | Execution::NotSent(_) | Execution::ConsentRequired)
+        !matches!(self, Execution::Busy | Execution::NotSent(_) | Execution::ConsentRequired | Execution::NoAuthorization(_))
     }
 }
 
@@ -248,7 +251,7 @@ impl Upstream {
                 let bearer = match self.bearer(req.key, m, Some(req.run)).await {
                     Ok(b) => b,
                     Err(None) => return Execution::ConsentRequired,
-                    Err(Some(e)) => return Execution::NotSent(e),
+                    Err(Some(e)) => return Execution::NoAuthorization(e),
                 };
                 let execution = Box::pin(self.mcp.execute(m, &req, deadline, bearer.as_deref())).await;
                 if matches!(execution, Execution::Unauthorized)

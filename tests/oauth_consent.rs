@@ -402,6 +402,32 @@ async fn concurrent_calls_with_a_token_due_for_refresh_all_work() {
     env.calendar_answers("ada", "friday").await;
 }
 
+#[tokio::test]
+async fn an_approval_gated_tool_asks_consent_first_and_consent_alone_never_runs_it() {
+    let Some(env) = Env::start(&[]).await else { return };
+    let mut def = definition(&env.fx.mcp);
+    if let Some(pb::tool_source::Kind::Mcp(m)) = def.sources[0].kind.as_mut() {
+        m.approval_required = vec!["calendar".into()];
+    }
+    env.s.create("gated", def).await;
+    let arguments = calendar_call("monday");
+    let call = |id: &'static str| env.s.handle_raw("gated", run_of("ada"), id, "call_tool", &arguments);
+    // Consent first: no token yet, so no approval question either.
+    let d = deferred_of(&call("g1").await.expect("handled"));
+    assert_eq!(d.kind, pb::DeferredKind::Consent as i32, "{d:?}");
+    // Consenting stores the token but does not run an approval-gated call.
+    let (status, page) = consent_in_browser(&d.consent_url, "ada").await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(env.fx.tool_calls("ada").await, 0, "consent alone never runs it");
+    // The next call asks a person; approving it runs it once, with the user's token.
+    let approval = deferred_of(&call("g2").await.expect("handled"));
+    assert_eq!(approval.kind, pb::DeferredKind::Approval as i32, "{approval:?}");
+    let approve = pb::resolve_deferred_request::Resolution::Approve(pb::Approve::default());
+    let result = env.s.resolve(&approval.deferred_id, approve).await.expect("approved");
+    assert!(!result.is_error && result.content_json.contains("ada: 3 meetings on monday"), "{result:?}");
+    assert_eq!(env.fx.tool_calls("ada").await, 1);
+}
+
 // ----- 3. revoked at the server -----
 
 #[tokio::test]

@@ -30,8 +30,9 @@ fn oauth_source(r: &Resolved, source: usize) -> Option<&McpSource> {
 }
 
 impl Router {
-    /// Before a call to an OAuth source: the consent record when the run's user has no usable
-    /// token; `None` to go on and execute.
+    /// The consent record when the run's user has no usable token for the tool's OAuth source
+    /// (`None` otherwise: go on): before an approval-gated call is deferred, and after an
+    /// execution that found no token or had it refused.
     pub(super) async fn consent_first(
         &self,
         cx: &CallContext,
@@ -170,9 +171,10 @@ impl Router {
         if taken.deferred_id.is_empty() {
             return Ok(ConsentDone { ran: None });
         }
-        // An approval-gated tool still needs its person: consent does not run it.
+        // An approval-gated tool still needs its person: consent does not run it. A tool asked
+        // for before its source could be listed is looked up in the listing the token allows now.
         if let Ok(Some(record)) = self.deferred_record(&taken.tenant, &taken.deferred_id).await
-            && record.call.target.definition.requires_approval
+            && self.needs_approval(&taken.tenant, &record).await
         {
             let content = serde_json::json!({
                 "status": "consent_granted",
@@ -191,6 +193,17 @@ impl Router {
                 Ok(ConsentDone { ran: None })
             }
         }
+    }
+
+    /// Does the record's tool need a person's approval (as recorded, or as listed now)?
+    async fn needs_approval(&self, tenant: &str, record: &super::DeferredRecord) -> bool {
+        if record.call.target.definition.requires_approval {
+            return true;
+        }
+        // Unknown (the catalog could not be read): fail closed, the model's next call asks.
+        let Ok(catalog) = self.registry.catalog_for_run(tenant, &record.agent_id, record.version, &record.run).await else { return true };
+        let name = &record.call.target.name;
+        catalog.by_canonical(name).or_else(|| catalog.direct_tool(name)).is_some_and(|i| catalog.tool(i).requires_approval)
     }
 
     /// `RevokeTokens`: deletes a user's tokens for a source (or all of them).

@@ -106,6 +106,13 @@ suite!(
     an_expired_consent_is_still_taken_and_purge_oauth_deletes_expired_consents_in_batches,
     the_first_registration_of_an_oauth_client_wins,
     purge_oauth_deletes_tokens_last_written_before_the_cut_off_in_batches,
+    embeddings_round_trip_with_exact_bits_in_the_order_asked_and_absent_hashes_as_none,
+    the_first_writer_of_an_embedding_wins,
+    the_same_text_hash_under_another_model_is_a_separate_embedding,
+    purge_embeddings_deletes_only_rows_unused_since_the_cut_off_and_at_most_the_limit,
+    reading_an_embedding_unused_for_a_day_touches_it_so_it_survives_a_purge,
+    a_large_batch_of_embeddings_round_trips_across_chunks,
+    concurrent_puts_of_overlapping_embeddings_in_different_orders_all_succeed,
 );
 
 // ----- backend-independent -----
@@ -154,11 +161,61 @@ async fn postgres_migrations_run_once_when_replicas_start_together() {
     let again = Store::open(&db.url).await.expect("reopen");
     let mut conn = db.connect().await;
     let rows: Vec<(i64,)> = sqlx::query_as("SELECT version FROM schema_migrations ORDER BY version").fetch_all(&mut conn).await.unwrap();
-    assert_eq!(rows, vec![(1,), (2,), (3,)], "one row per migration");
+    assert_eq!(rows, vec![(1,), (2,), (3,), (4,)], "one row per migration");
     // Every replica works on the same tables.
     stores[0].create_version(T, "a", "{}", false, 1).await.unwrap();
     assert_eq!(stores[5].default_version(T, "a").await.unwrap(), Some(1));
     assert_eq!(again.default_version(T, "a").await.unwrap(), Some(1));
+}
+
+/// A database of the previous build (migrations 1 to 3 applied and recorded) gains the
+/// embeddings table at the next start and keeps its rows.
+#[tokio::test]
+async fn postgres_database_at_migration_3_gains_the_embeddings_table() {
+    let Some(db) = pg::TestDb::create().await else { return };
+    let schema = include_str!("../src/store/schema_postgres.sql");
+    let first_three = &schema[..schema.find("\n-- migration 4:").expect("migration 4 is in the schema")];
+    {
+        let mut conn = db.connect().await;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(first_three)).execute(&mut conn).await.expect("migrations 1 to 3");
+        sqlx::raw_sql(
+            "CREATE TABLE schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL); \
+             INSERT INTO schema_migrations VALUES (1, 0), (2, 0), (3, 0); \
+             INSERT INTO oauth_clients VALUES ('tenant-1', 'https://as', 'https://cb', 'client', '', 1)",
+        )
+        .execute(&mut conn)
+        .await
+        .expect("the previous build's records");
+    }
+    let s = Store::open(&db.url).await.expect("migrated");
+    let mut conn = db.connect().await;
+    let rows: Vec<(i64,)> = sqlx::query_as("SELECT version FROM schema_migrations ORDER BY version").fetch_all(&mut conn).await.unwrap();
+    assert_eq!(rows, vec![(1,), (2,), (3,), (4,)]);
+    s.put_embeddings("m", &[(hash(1), vec![1.5, -2.0])], 1).await.expect("the embeddings table exists");
+    assert_eq!(s.get_embeddings("m", &[hash(1)], 1).await.unwrap(), vec![Some(vec![1.5, -2.0])]);
+    assert_eq!(s.get_oauth_client(T, "https://as", "https://cb").await.unwrap().map(|c| c.client_id), Some("client".into()), "rows kept");
+}
+
+/// A stored blob whose length is not `4 * dims` reads as absent, is not touched, and the next
+/// put of its hash replaces it; a well-formed row is never replaced. (SQLite: a unit test in
+/// src/store/sqlite.rs.)
+#[tokio::test]
+async fn postgres_malformed_embedding_reads_as_absent_and_is_replaced_by_the_next_put() {
+    let Some(db) = pg::TestDb::create().await else { return };
+    let s = Store::open(&db.url).await.expect("open");
+    let mut conn = db.connect().await;
+    sqlx::query("INSERT INTO embeddings (model, text_hash, dims, vector, used_at) VALUES ('m', $1, 3, '\\x0000803f', 0)")
+        .bind(hash(1))
+        .execute(&mut conn)
+        .await
+        .expect("a malformed row");
+    assert_eq!(s.get_embeddings("m", &[hash(1)], 10 * DAY).await.unwrap(), vec![None]);
+    let (used_at,): (i64,) = sqlx::query_as("SELECT used_at FROM embeddings").fetch_one(&mut conn).await.unwrap();
+    assert_eq!(used_at, 0, "an absent row is not touched");
+    s.put_embeddings("m", &[(hash(1), vec![1.0, 2.0, 3.0])], 10 * DAY).await.unwrap();
+    assert_eq!(s.get_embeddings("m", &[hash(1)], 10 * DAY).await.unwrap(), vec![Some(vec![1.0, 2.0, 3.0])]);
+    s.put_embeddings("m", &[(hash(1), vec![4.0])], 10 * DAY).await.unwrap();
+    assert_eq!(s.get_embeddings("m", &[hash(1)], 10 * DAY).await.unwrap(), vec![Some(vec![1.0, 2.0, 3.0])], "first wins");
 }
 
 // ----- helpers -----
@@ -244,6 +301,22 @@ fn oauth_client(issuer: &str, redirect_uri: &str, client_id: &str) -> OAuthClien
         sealed_secret: format!("sealed-secret-of-{client_id}"),
         create_time: 1000,
     }
+}
+
+const DAY: i64 = 86_400_000;
+
+/// A text hash as the caller makes them: 64 hex digits.
+fn hash(n: u64) -> String {
+    format!("{n:064x}")
+}
+
+/// A vector of `dims` values made from `seed`.
+fn vector(seed: u32, dims: u32) -> Vec<f32> {
+    (0..dims).map(|i| (seed * 1000 + i) as f32 / 7.0).collect()
+}
+
+fn bits(v: &[Option<Vec<f32>>]) -> Vec<Option<Vec<u32>>> {
+    v.iter().map(|o| o.as_ref().map(|v| v.iter().map(|x| x.to_bits()).collect())).collect()
 }
 
 fn close(a: f64, b: f64) -> bool {
@@ -990,4 +1063,136 @@ async fn purge_oauth_deletes_tokens_last_written_before_the_cut_off_in_batches(s
     assert!(s.get_token(T, "ada", "at-cut-off").await.unwrap().is_some());
     assert!(s.get_token(T, "bob", "refreshed").await.unwrap().is_some());
     assert!(s.take_consent("live").await.unwrap().is_some(), "unexpired consents stay");
+}
+
+async fn embeddings_round_trip_with_exact_bits_in_the_order_asked_and_absent_hashes_as_none(s: Store) {
+    assert_eq!(s.get_embeddings("m", &[], 0).await.unwrap(), Vec::<Option<Vec<f32>>>::new());
+    s.put_embeddings("m", &[], 0).await.expect("nothing to write");
+    // Values whose bits a lossy encoding would change: signed zero, NaN payloads, subnormals,
+    // infinities, the extremes.
+    let odd = vec![
+        -0.0,
+        0.0,
+        f32::from_bits(0x7fc0_1234),
+        f32::from_bits(0xffa0_0001),
+        f32::from_bits(1),
+        f32::MIN_POSITIVE,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::MAX,
+        f32::MIN,
+        1.0 / 3.0,
+    ];
+    let rows = vec![(hash(1), odd.clone()), (hash(2), vector(2, 384)), (hash(3), vec![]), (hash(4), vector(4, 1))];
+    s.put_embeddings("m", &rows, 1000).await.unwrap();
+    let asked = vec![hash(4), hash(9), hash(1), hash(2), hash(8), hash(3), hash(1)];
+    let got = s.get_embeddings("m", &asked, 1000).await.unwrap();
+    let expected = vec![Some(vector(4, 1)), None, Some(odd.clone()), Some(vector(2, 384)), None, Some(vec![]), Some(odd)];
+    assert_eq!(bits(&got), bits(&expected), "every bit, in the order asked, absent hashes as None, a hash asked twice twice");
+}
+
+async fn the_first_writer_of_an_embedding_wins(s: Store) {
+    s.put_embeddings("m", &[(hash(1), vec![1.0, 2.0])], 1000).await.unwrap();
+    // A second put of the hash (another replica, a restart) keeps the stored vector, even of
+    // another length, and stores the hashes that are new.
+    s.put_embeddings("m", &[(hash(1), vec![9.0, 9.0, 9.0]), (hash(2), vec![3.0])], 2000).await.unwrap();
+    // A hash twice in one put: the first of them is stored.
+    s.put_embeddings("m", &[(hash(3), vec![5.0]), (hash(3), vec![6.0])], 2000).await.unwrap();
+    assert_eq!(
+        s.get_embeddings("m", &[hash(1), hash(2), hash(3)], 2000).await.unwrap(),
+        vec![Some(vec![1.0, 2.0]), Some(vec![3.0]), Some(vec![5.0])]
+    );
+    // Replicas putting at once: one vector stays, every put succeeds.
+    let puts = (0..8).map(|i| {
+        let s = s.clone();
+        tokio::spawn(async move { s.put_embeddings("m", &[(hash(4), vec![i as f32])], 3000).await.expect("put") })
+    });
+    futures::future::join_all(puts).await.into_iter().for_each(|r| r.unwrap());
+    let stored = s.get_embeddings("m", &[hash(4)], 3000).await.unwrap().remove(0).expect("stored");
+    assert!(stored.len() == 1 && (0..8).any(|i| stored[0] == i as f32), "{stored:?}");
+}
+
+async fn the_same_text_hash_under_another_model_is_a_separate_embedding(s: Store) {
+    s.put_embeddings("model-a", &[(hash(1), vec![1.0, 1.0])], 1000).await.unwrap();
+    assert_eq!(s.get_embeddings("model-b", &[hash(1)], 1000).await.unwrap(), vec![None], "not another model's");
+    s.put_embeddings("model-b", &[(hash(1), vec![2.0, 2.0, 2.0])], 1000).await.unwrap();
+    assert_eq!(s.get_embeddings("model-a", &[hash(1)], 1000).await.unwrap(), vec![Some(vec![1.0, 1.0])]);
+    assert_eq!(s.get_embeddings("model-b", &[hash(1)], 1000).await.unwrap(), vec![Some(vec![2.0, 2.0, 2.0])]);
+    // Purging one model's old row leaves the other's.
+    s.put_embeddings("model-c", &[(hash(1), vec![3.0])], 5000).await.unwrap();
+    assert_eq!(s.purge_embeddings(2000, 10).await.unwrap(), 2);
+    assert_eq!(s.get_embeddings("model-c", &[hash(1)], 5000).await.unwrap(), vec![Some(vec![3.0])]);
+}
+
+async fn purge_embeddings_deletes_only_rows_unused_since_the_cut_off_and_at_most_the_limit(s: Store) {
+    let old: Vec<(String, Vec<f32>)> = (0..5).map(|i| (hash(i), vector(i as u32, 4))).collect();
+    for (i, row) in old.iter().enumerate() {
+        s.put_embeddings(if i % 2 == 0 { "m" } else { "other-model" }, std::slice::from_ref(row), 1000 + i as i64).await.unwrap();
+    }
+    s.put_embeddings("m", &[(hash(10), vec![1.0])], 5000).await.unwrap();
+    s.put_embeddings("m", &[(hash(11), vec![2.0])], 9000).await.unwrap();
+    assert_eq!(s.purge_embeddings(5000, 3).await.unwrap(), 3, "a batch of at most three, every model");
+    assert_eq!(s.purge_embeddings(5000, 3).await.unwrap(), 2);
+    assert_eq!(s.purge_embeddings(5000, 3).await.unwrap(), 0);
+    let m: Vec<String> = (0..5).map(hash).collect();
+    assert_eq!(s.get_embeddings("m", &m, 9000).await.unwrap(), vec![None; 5]);
+    assert_eq!(s.get_embeddings("other-model", &m, 9000).await.unwrap(), vec![None; 5]);
+    assert_eq!(
+        s.get_embeddings("m", &[hash(10), hash(11)], 9000).await.unwrap(),
+        vec![Some(vec![1.0]), Some(vec![2.0])],
+        "used at the cut-off or after"
+    );
+}
+
+async fn reading_an_embedding_unused_for_a_day_touches_it_so_it_survives_a_purge(s: Store) {
+    s.put_embeddings("m", &[(hash(1), vec![1.0]), (hash(2), vec![2.0]), (hash(3), vec![3.0])], 0).await.unwrap();
+    // Two days later a catalog reads 1 (unused for more than a day: touched) and an absent hash.
+    let got = s.get_embeddings("m", &[hash(1), hash(9)], 2 * DAY).await.unwrap();
+    assert_eq!(got, vec![Some(vec![1.0]), None]);
+    assert_eq!(s.purge_embeddings(DAY, 10).await.unwrap(), 2, "2 and 3, unread, go");
+    assert_eq!(s.get_embeddings("m", &[hash(1), hash(2), hash(3)], 2 * DAY).await.unwrap(), vec![Some(vec![1.0]), None, None]);
+    // At most one write per row per day: a read less than a day (or exactly a day) after the
+    // last touch leaves used_at alone, so a purge just after it deletes the row.
+    s.get_embeddings("m", &[hash(1)], 3 * DAY).await.unwrap();
+    assert_eq!(s.purge_embeddings(2 * DAY + 1, 10).await.unwrap(), 1, "used_at stayed at two days");
+    assert_eq!(s.get_embeddings("m", &[hash(1)], 3 * DAY).await.unwrap(), vec![None]);
+}
+
+async fn a_large_batch_of_embeddings_round_trips_across_chunks(s: Store) {
+    // More than two chunks of 500, written and read in one call each.
+    let rows: Vec<(String, Vec<f32>)> = (0..1_200).map(|i| (hash(i), vector(i as u32, 16))).collect();
+    s.put_embeddings("m", &rows, 0).await.unwrap();
+    // Asked in another order, with absent hashes among them: the answer follows the question.
+    let mut asked: Vec<String> = (0..1_300).rev().map(hash).collect();
+    asked.rotate_left(450);
+    let got = s.get_embeddings("m", &asked, 2 * DAY).await.unwrap();
+    assert_eq!(got.len(), asked.len());
+    for (h, v) in asked.iter().zip(&got) {
+        let i = u64::from_str_radix(h, 16).unwrap();
+        assert_eq!(v.as_ref(), (i < 1_200).then(|| vector(i as u32, 16)).as_ref(), "hash {i}");
+    }
+    // That read touched every row in every chunk: none is unused since before a day.
+    assert_eq!(s.purge_embeddings(DAY, 10_000).await.unwrap(), 0);
+    assert_eq!(s.purge_embeddings(2 * DAY + 1, 10_000).await.unwrap(), 1_200);
+}
+
+async fn concurrent_puts_of_overlapping_embeddings_in_different_orders_all_succeed(s: Store) {
+    // Replicas embedding the same new catalog at once, each in its own order: none fails (no
+    // deadlock between their chunks), every row is stored once.
+    let puts = (0..4u64).map(|k| {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let mut rows: Vec<(String, Vec<f32>)> = (0..1_100).map(|i| (hash(i), vector(i as u32, 8))).collect();
+            rows.rotate_left((k * 300) as usize);
+            if k % 2 == 1 {
+                rows.reverse();
+            }
+            s.put_embeddings("m", &rows, 0).await.expect("put")
+        })
+    });
+    futures::future::join_all(puts).await.into_iter().for_each(|r| r.unwrap());
+    let all: Vec<String> = (0..1_100).map(hash).collect();
+    let got = s.get_embeddings("m", &all, 0).await.unwrap();
+    assert!(got.iter().enumerate().all(|(i, v)| v.as_deref() == Some(&vector(i as u32, 8)[..])));
+    assert_eq!(s.purge_embeddings(1, 10_000).await.unwrap(), 1_100);
 }

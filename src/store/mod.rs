@@ -1,6 +1,7 @@
 //! Durable state: definitions, default pointers, runs, tool-call outcomes, deferred records,
-//! usage counts and per-user OAuth state (sealed tokens, consents in progress, registered
-//! clients), behind domain-level methods so no sqlx type leaves this module.
+//! usage counts, per-user OAuth state (sealed tokens, consents in progress, registered
+//! clients) and text embeddings for hybrid search, behind domain-level methods so no sqlx type
+//! leaves this module.
 //!
 //! Two backends with the same behaviour, chosen by the store URL:
 //! - `sqlite://FILE` (or `sqlite::memory:`): the embedded store, one file (`sqlite.rs`);
@@ -520,6 +521,32 @@ impl Store {
         dispatch!(self.put_oauth_client(tenant, row))
     }
 
+    // ----- text embeddings (hybrid search) -----
+
+    /// The stored embeddings of `model` for the texts whose hex SHA-256 are `hashes`, in the
+    /// order of `hashes`: `None` where absent, or where the stored blob is not `4 * dims`
+    /// bytes long (such a row is overwritten by the next [`Store::put_embeddings`] of it).
+    /// Reads 500 hashes per statement (`EMBEDDING_CHUNK`). Rows found whose `used_at` is more
+    /// than a day before `now` get `used_at = now`, so the rows of a live catalog outlive
+    /// [`Store::purge_embeddings`] at the cost of at most one write per row per day; a failed
+    /// touch is logged, not returned (the vectors were read; the next read touches again).
+    pub async fn get_embeddings(&self, model: &str, hashes: &[String], now: i64) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        let _timer = store_timer("get_embeddings");
+        dispatch!(self.get_embeddings(model, hashes, now))
+    }
+
+    /// Stores embeddings of `model`: (hex SHA-256 of the text, vector) with `used_at = now`.
+    /// The first writer of a (model, hash) wins (`ON CONFLICT DO NOTHING`, except that a
+    /// stored blob of the wrong length is replaced); one transaction per 500 rows
+    /// (`EMBEDDING_CHUNK`). Empty `rows` write nothing.
+    pub async fn put_embeddings(&self, model: &str, rows: &[(String, Vec<f32>)], now: i64) -> Result<(), StoreError> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let _timer = store_timer("put_embeddings");
+        dispatch!(self.put_embeddings(model, rows, now))
+    }
+
     // ----- retention -----
 
     /// Deletes at most `limit` rows of each kind older than the cut-off: finished tool-call
@@ -539,6 +566,14 @@ impl Store {
         dispatch!(self.purge_oauth(now, tokens_updated_before, limit))
     }
 
+    /// Deletes at most `limit` embeddings (every model) whose `used_at` is before
+    /// `used_before`; returns how many. Called from the retention sweeper like
+    /// [`Store::purge`], in batches until fewer than `limit` go.
+    pub async fn purge_embeddings(&self, used_before: i64, limit: u32) -> Result<u64, StoreError> {
+        let _timer = store_timer("purge_embeddings");
+        dispatch!(self.purge_embeddings(used_before, limit))
+    }
+
     // ----- auto-pin usage -----
 
     /// Adds one successful call to a decayed count (`half_life_ms`).
@@ -552,6 +587,25 @@ impl Store {
         let _timer = store_timer("usage");
         dispatch!(self.usage(tenant, agent_id, user, now, half_life_ms))
     }
+}
+
+/// Hashes (or rows) of embeddings per statement: a catalog version can have 100k tools.
+const EMBEDDING_CHUNK: usize = 500;
+
+/// A read moves an embedding's `used_at` forward once it is older than this (a day).
+const EMBEDDING_TOUCH_AFTER_MS: i64 = 86_400_000;
+
+/// The stored form of a vector: its f32s, little-endian.
+fn vector_to_bytes(v: &[f32]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The vector of a stored blob, bit for bit; `None` unless the blob is `4 * dims` bytes long.
+fn vector_from_bytes(dims: i64, bytes: &[u8]) -> Option<Vec<f32>> {
+    if dims < 0 || (dims as u64).checked_mul(4) != Some(bytes.len() as u64) {
+        return None;
+    }
+    Some(bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect())
 }
 
 /// `score` halved every `half_life_ms` since `then`.

@@ -20,8 +20,8 @@ use sqlx::{Connection, Row};
 
 use super::sqlite::LEGACY_LEASE_MS;
 use super::{
-    AgentRecord, CallKey, Claim, ClaimRequest, ConsentRow, DeferredRow, Lease, OAuthClientRow, Purged, StoreError, TokenRow, Transition,
-    VersionRecord, decay,
+    AgentRecord, CallKey, Claim, ClaimRequest, ConsentRow, DeferredRow, EMBEDDING_CHUNK, EMBEDDING_TOUCH_AFTER_MS, Lease, OAuthClientRow, Purged,
+    StoreError, TokenRow, Transition, VersionRecord, decay, vector_from_bytes, vector_to_bytes,
 };
 
 const SCHEMA: &str = include_str!("schema_postgres.sql");
@@ -864,6 +864,76 @@ impl PgStore {
         Ok(self.get_oauth_client(tenant, &row.issuer, &row.redirect_uri).await?.unwrap_or_else(|| row.clone()))
     }
 
+    // ----- text embeddings (hybrid search) -----
+
+    /// The embeddings of `model` for `hashes`, in their order (`None`: absent or malformed):
+    /// one `= ANY($2)` statement per chunk, then one UPDATE of the rows it found unused for a
+    /// day (their hashes sorted, so replicas touching the same rows lock them in one order).
+    pub async fn get_embeddings(&self, model: &str, hashes: &[String], now: i64) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        let mut out = Vec::with_capacity(hashes.len());
+        for chunk in hashes.chunks(EMBEDDING_CHUNK) {
+            let rows = sqlx::query("SELECT text_hash, dims, vector, used_at FROM embeddings WHERE model = $1 AND text_hash = ANY($2)")
+                .bind(model)
+                .bind(chunk)
+                .fetch_all(&self.pool)
+                .await?;
+            let mut found = std::collections::HashMap::with_capacity(rows.len());
+            let mut stale = Vec::new();
+            for r in &rows {
+                let hash: String = r.get(0);
+                let Some(vector) = vector_from_bytes(r.get::<i32, _>(1) as i64, r.get::<&[u8], _>(2)) else { continue };
+                if r.get::<i64, _>(3) < now - EMBEDDING_TOUCH_AFTER_MS {
+                    stale.push(hash.clone());
+                }
+                found.insert(hash, vector);
+            }
+            out.extend(chunk.iter().map(|h| found.get(h).cloned()));
+            if !stale.is_empty() {
+                stale.sort_unstable();
+                let touched = sqlx::query("UPDATE embeddings SET used_at = $1 WHERE model = $2 AND text_hash = ANY($3) AND used_at < $4")
+                    .bind(now)
+                    .bind(model)
+                    .bind(&stale)
+                    .bind(now - EMBEDDING_TOUCH_AFTER_MS)
+                    .execute(&self.pool)
+                    .await;
+                if let Err(e) = touched {
+                    tracing::warn!(error = %e, "touching embeddings failed");
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Inserts the embeddings not stored yet (a malformed stored one is replaced): one
+    /// `INSERT … SELECT FROM UNNEST` statement (its own transaction) per chunk. The rows are
+    /// deduplicated (one command may not upsert a key twice) and sorted by hash, so replicas
+    /// inserting overlapping sets wait for each other in one order instead of deadlocking.
+    pub async fn put_embeddings(&self, model: &str, rows: &[(String, Vec<f32>)], now: i64) -> Result<(), StoreError> {
+        let mut seen = std::collections::HashSet::with_capacity(rows.len());
+        let mut rows: Vec<&(String, Vec<f32>)> = rows.iter().filter(|(h, _)| seen.insert(h.as_str())).collect();
+        rows.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for chunk in rows.chunks(EMBEDDING_CHUNK) {
+            let hashes: Vec<&str> = chunk.iter().map(|(h, _)| h.as_str()).collect();
+            let dims: Vec<i32> = chunk.iter().map(|(_, v)| v.len() as i32).collect();
+            let vectors: Vec<Vec<u8>> = chunk.iter().map(|(_, v)| vector_to_bytes(v)).collect();
+            sqlx::query(
+                "INSERT INTO embeddings (model, text_hash, dims, vector, used_at) \
+                 SELECT $1, h, d, v, $5 FROM UNNEST($2::TEXT[], $3::INTEGER[], $4::BYTEA[]) AS t (h, d, v) \
+                 ON CONFLICT (model, text_hash) DO UPDATE SET dims = EXCLUDED.dims, vector = EXCLUDED.vector, used_at = EXCLUDED.used_at \
+                 WHERE octet_length(embeddings.vector) <> 4 * embeddings.dims",
+            )
+            .bind(model)
+            .bind(&hashes)
+            .bind(&dims)
+            .bind(&vectors)
+            .bind(now)
+            .execute(&self.pool)
+            .await?;
+        }
+        Ok(())
+    }
+
     // ----- retention -----
 
     /// Deletes at most `limit` rows of each kind older than `before`.
@@ -902,6 +972,17 @@ impl PgStore {
             .await?
             .rows_affected();
         Ok((consents, tokens))
+    }
+
+    /// Deletes at most `limit` embeddings unused since before `used_before`.
+    pub async fn purge_embeddings(&self, used_before: i64, limit: u32) -> Result<u64, StoreError> {
+        let n = sqlx::query("DELETE FROM embeddings WHERE ctid IN (SELECT ctid FROM embeddings WHERE used_at < $1 LIMIT $2)")
+            .bind(used_before)
+            .bind(limit as i64)
+            .execute(&self.pool)
+            .await?
+            .rows_affected();
+        Ok(n)
     }
 
     // ----- auto-pin usage -----

@@ -120,3 +120,17 @@ CREATE TABLE oauth_clients (
     create_time BIGINT NOT NULL,
     PRIMARY KEY (tenant, issuer, redirect_uri)
 );
+
+-- migration 4: text embeddings for hybrid search, one per (embedding model, hex SHA-256 of the text)
+-- Shared by every version, tenant and replica that meets the same text again. `vector` holds
+-- `dims` little-endian f32s; reads move `used_at` (ms) forward at most once a day, and it is
+-- the clock of the retention of texts no catalog has used for a while.
+CREATE TABLE embeddings (
+    model TEXT COLLATE "C" NOT NULL,
+    text_hash TEXT COLLATE "C" NOT NULL,
+    dims INTEGER NOT NULL,
+    vector BYTEA NOT NULL,
+    used_at BIGINT NOT NULL,
+    PRIMARY KEY (model, text_hash)
+);
+CREATE INDEX embeddings_by_used_at ON embeddings (used_at);

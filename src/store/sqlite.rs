@@ -26,14 +26,19 @@ use tokio::sync::oneshot;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Row, TransactionBehavior, params};
 
 use super::{
-    AgentRecord, CallKey, Claim, ClaimRequest, ConsentRow, DeferredRow, Lease, OAuthClientRow, Purged, StoreError, TokenRow, Transition,
-    VersionRecord, decay,
+    AgentRecord, CallKey, Claim, ClaimRequest, ConsentRow, DeferredRow, EMBEDDING_CHUNK, EMBEDDING_TOUCH_AFTER_MS, Lease, OAuthClientRow, Purged,
+    StoreError, TokenRow, Transition, VersionRecord, decay, vector_from_bytes, vector_to_bytes,
 };
 
 /// The schema, as migrations applied in order and counted in `PRAGMA user_version`. The
 /// first is the original schema (`IF NOT EXISTS`: files made before versions were counted
 /// have it already); append new ones, never edit one that has shipped.
-const MIGRATIONS: [&str; 3] = [include_str!("schema_sqlite.sql"), include_str!("schema_sqlite_2.sql"), include_str!("schema_sqlite_3.sql")];
+const MIGRATIONS: [&str; 4] = [
+    include_str!("schema_sqlite.sql"),
+    include_str!("schema_sqlite_2.sql"),
+    include_str!("schema_sqlite_3.sql"),
+    include_str!("schema_sqlite_4.sql"),
+];
 
 /// A claim or executing record written before leases were kept is taken as held this long
 /// after its last update (the claim timeout of those versions), so a rolling upgrade never
@@ -942,6 +947,54 @@ impl SqliteStore {
         Ok(get_oauth_client_on(&c, tenant, &row.issuer, &row.redirect_uri)?.unwrap_or_else(|| row.clone()))
     }
 
+    // ----- text embeddings (hybrid search) -----
+
+    /// The embeddings of `model` for `hashes`, in their order (`None`: absent or malformed).
+    /// Each chunk is read on a reader on the blocking pool; the rows it found unused for a day
+    /// are then touched through the writer.
+    pub async fn get_embeddings(&self, model: &str, hashes: &[String], now: i64) -> Result<Vec<Option<Vec<f32>>>, StoreError> {
+        let mut out = Vec::with_capacity(hashes.len());
+        for chunk in hashes.chunks(EMBEDDING_CHUNK) {
+            let (m, owned) = (model.to_string(), chunk.to_vec());
+            let (vectors, stale) = self.read_blocking(move |c| Ok(read_embeddings(c, &m, &owned, now)?)).await?;
+            out.extend(vectors);
+            if !stale.is_empty() {
+                let m = model.to_string();
+                if let Err(e) = self.write_blocking(move |c| Ok(touch_embeddings(c, &m, &stale, now)?)).await {
+                    tracing::warn!(error = %e, "touching embeddings failed");
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Inserts the embeddings not stored yet (a malformed stored one is replaced), one
+    /// transaction per chunk on the writer (on the blocking pool: a chunk is hundreds of
+    /// kilobytes).
+    pub async fn put_embeddings(&self, model: &str, rows: &[(String, Vec<f32>)], now: i64) -> Result<(), StoreError> {
+        for chunk in rows.chunks(EMBEDDING_CHUNK) {
+            let model = model.to_string();
+            let chunk: Vec<(String, i64, Vec<u8>)> = chunk.iter().map(|(h, v)| (h.clone(), v.len() as i64, vector_to_bytes(v))).collect();
+            self.write_blocking(move |c| {
+                let tx = c.transaction_with_behavior(TransactionBehavior::Immediate)?;
+                {
+                    let mut stmt = tx.prepare_cached(
+                        "INSERT INTO embeddings (model, text_hash, dims, vector, used_at) VALUES (?, ?, ?, ?, ?) \
+                         ON CONFLICT (model, text_hash) DO UPDATE SET dims = excluded.dims, vector = excluded.vector, used_at = excluded.used_at \
+                         WHERE length(embeddings.vector) <> 4 * embeddings.dims",
+                    )?;
+                    for (hash, dims, bytes) in &chunk {
+                        stmt.execute(params![model, hash, dims, bytes, now])?;
+                    }
+                }
+                tx.commit()?;
+                Ok(())
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
     // ----- retention -----
 
     /// Deletes at most `limit` rows of each kind older than `before`, then checkpoints and
@@ -988,6 +1041,21 @@ impl SqliteStore {
             self.truncate_wal().await;
         }
         Ok((consents, tokens))
+    }
+
+    /// Deletes at most `limit` embeddings unused since before `used_before`, then checkpoints
+    /// and truncates the WAL if any went.
+    pub async fn purge_embeddings(&self, used_before: i64, limit: u32) -> Result<u64, StoreError> {
+        let n = self
+            .db
+            .writer_async()
+            .await
+            .prepare_cached("DELETE FROM embeddings WHERE rowid IN (SELECT rowid FROM embeddings WHERE used_at < ? LIMIT ?)")?
+            .execute(params![used_before, limit])?;
+        if n > 0 {
+            self.truncate_wal().await;
+        }
+        Ok(n as u64)
     }
 
     /// Gives the file system back the space the WAL took after a purge (readers in progress
@@ -1149,6 +1217,47 @@ fn get_oauth_client_on(c: &Connection, tenant: &str, issuer: &str, redirect_uri:
     .optional()
 }
 
+/// `n` comma-separated `?` placeholders.
+fn placeholders(n: usize) -> String {
+    vec!["?"; n].join(", ")
+}
+
+/// One chunk of [`SqliteStore::get_embeddings`]: the vectors in the order asked (`None`:
+/// absent or malformed), and the hashes of the rows to touch.
+type ChunkRead = (Vec<Option<Vec<f32>>>, Vec<String>);
+
+fn read_embeddings(c: &Connection, model: &str, hashes: &[String], now: i64) -> rusqlite::Result<ChunkRead> {
+    let mut stmt = c.prepare_cached(&format!(
+        "SELECT text_hash, dims, vector, used_at FROM embeddings WHERE model = ? AND text_hash IN ({})",
+        placeholders(hashes.len())
+    ))?;
+    let mut rows = stmt.query(rusqlite::params_from_iter(std::iter::once(model).chain(hashes.iter().map(String::as_str))))?;
+    let mut found = std::collections::HashMap::with_capacity(hashes.len());
+    let mut stale = Vec::new();
+    while let Some(r) = rows.next()? {
+        let hash: String = r.get(0)?;
+        let vector = match r.get_ref(2)? {
+            rusqlite::types::ValueRef::Blob(bytes) => vector_from_bytes(r.get(1)?, bytes),
+            _ => None,
+        };
+        let Some(vector) = vector else { continue };
+        if r.get::<_, i64>(3)? < now - EMBEDDING_TOUCH_AFTER_MS {
+            stale.push(hash.clone());
+        }
+        found.insert(hash, vector);
+    }
+    Ok((hashes.iter().map(|h| found.get(h).cloned()).collect(), stale))
+}
+
+/// Moves `used_at` of the rows of `hashes` still unused for a day to `now`.
+fn touch_embeddings(c: &Connection, model: &str, hashes: &[String], now: i64) -> rusqlite::Result<usize> {
+    let cutoff = now - EMBEDDING_TOUCH_AFTER_MS;
+    let mut values: Vec<&dyn rusqlite::ToSql> = vec![&now, &model, &cutoff];
+    values.extend(hashes.iter().map(|h| h as &dyn rusqlite::ToSql));
+    c.prepare_cached(&format!("UPDATE embeddings SET used_at = ? WHERE model = ? AND used_at < ? AND text_hash IN ({})", placeholders(hashes.len())))?
+        .execute(&*values)
+}
+
 fn version_from_row(agent_id: &str, r: &Row<'_>) -> rusqlite::Result<VersionRecord> {
     let version: u32 = r.get(0)?;
     Ok(VersionRecord {
@@ -1281,6 +1390,52 @@ mod tests {
         assert_eq!(version, MIGRATIONS.len() as i64);
         drop(store);
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A file of the previous build (migrations 1 to 3) gains the embeddings table and keeps
+    /// its OAuth rows.
+    #[tokio::test]
+    async fn a_file_of_the_third_schema_gains_the_embeddings_table() {
+        let dir = std::env::temp_dir().join(format!("toolrouter-migrate-{}-{}", std::process::id(), rand::random::<u32>()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("v3.db");
+        {
+            let c = Connection::open(&file).expect("file");
+            for sql in &MIGRATIONS[..3] {
+                c.execute_batch(sql).expect("earlier schema");
+            }
+            c.pragma_update(None, "user_version", 3).expect("version");
+            c.execute("INSERT INTO oauth_clients VALUES ('t', 'https://as', 'https://cb', 'client', '', 1)", []).expect("a row of migration 3");
+        }
+        let store = SqliteStore::open(&format!("sqlite://{}", file.display())).await.expect("migrated");
+        store.put_embeddings("m", &[("h".into(), vec![1.5, -2.0])], 1).await.expect("the embeddings table exists");
+        assert_eq!(store.get_embeddings("m", &["h".into()], 1).await.expect("read"), vec![Some(vec![1.5, -2.0])]);
+        assert_eq!(store.get_oauth_client("t", "https://as", "https://cb").await.expect("read").map(|c| c.client_id), Some("client".into()));
+        let version: i64 = store.db.writer_async().await.query_row("PRAGMA user_version", [], |r| r.get(0)).expect("version");
+        assert_eq!(version, MIGRATIONS.len() as i64);
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A stored blob whose length is not `4 * dims` reads as absent, is not touched, and the
+    /// next put of its hash replaces it (a well-formed row is never replaced).
+    #[tokio::test]
+    async fn a_malformed_embedding_reads_as_absent_and_is_replaced_by_the_next_put() {
+        let store = SqliteStore::open("sqlite::memory:").await.expect("open");
+        store
+            .db
+            .writer_async()
+            .await
+            .execute("INSERT INTO embeddings (model, text_hash, dims, vector, used_at) VALUES ('m', 'bad', 3, x'0000803f', 0)", [])
+            .expect("a malformed row");
+        let day = EMBEDDING_TOUCH_AFTER_MS;
+        assert_eq!(store.get_embeddings("m", &["bad".into()], 10 * day).await.expect("read"), vec![None]);
+        let used_at: i64 = store.db.writer_async().await.query_row("SELECT used_at FROM embeddings", [], |r| r.get(0)).expect("row");
+        assert_eq!(used_at, 0, "an absent row is not touched");
+        store.put_embeddings("m", &[("bad".into(), vec![1.0, 2.0, 3.0])], 10 * day).await.expect("put");
+        assert_eq!(store.get_embeddings("m", &["bad".into()], 10 * day).await.expect("read"), vec![Some(vec![1.0, 2.0, 3.0])]);
+        store.put_embeddings("m", &[("bad".into(), vec![4.0])], 10 * day).await.expect("put");
+        assert_eq!(store.get_embeddings("m", &["bad".into()], 10 * day).await.expect("read"), vec![Some(vec![1.0, 2.0, 3.0])], "first wins");
     }
 
     #[tokio::test]

@@ -3,7 +3,9 @@
 //! The index is built once per immutable version and cached with the compiled catalog; a
 //! query never rescans schemas.
 
+pub mod embed;
 pub mod fields;
+pub mod hybrid;
 pub mod keyword;
 pub mod naive;
 pub mod natural;

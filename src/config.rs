@@ -80,6 +80,15 @@ pub struct ServeArgs {
     /// poll) and gets the uncertain outcome.
     #[arg(long, default_value_t = 15, env = "TOOLROUTER_CLAIM_LEASE_SECS", value_parser = clap::value_parser!(u64).range(1..))]
     pub claim_lease_secs: u64,
+    /// A sentence-transformers BERT model directory (config.json, tokenizer.json,
+    /// model.safetensors): natural-language search becomes hybrid (lexical fused with
+    /// embedding similarity). A bad directory stops start-up naming the file.
+    #[arg(long, value_name = "DIR", env = "TOOLROUTER_EMBEDDING_MODEL")]
+    pub embedding_model: Option<PathBuf>,
+    /// Share of the CPU the background embedding of new catalogs may take (0.05..=1):
+    /// it rests between batches so calls are not starved.
+    #[arg(long, default_value_t = 0.5, env = "TOOLROUTER_EMBEDDING_CPU_SHARE", value_parser = cpu_share)]
+    pub embedding_cpu_share: f64,
     /// Call records, resolved and expired deferred records are deleted this many seconds
     /// after their last change (exactly-once holds within it).
     #[arg(long, default_value_t = DEFAULT_RETENTION_SECS, env = "TOOLROUTER_RETENTION_SECS", value_parser = clap::value_parser!(u64).range(60..))]
@@ -297,6 +306,17 @@ pub struct ServerConfig {
     pub catalog_cache_bytes: usize,
     /// Allowed outbound targets and upstream TLS (issue 6 items 3, 6b).
     pub outbound: crate::outbound::OutboundConfig,
+    /// Hybrid search's model directory, if any.
+    pub embedding_model: Option<PathBuf>,
+    /// CPU share of background embedding.
+    pub embedding_cpu_share: f64,
+}
+
+fn cpu_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if (0.05..=1.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a share between 0.05 and 1")),
+    }
 }
 
 impl ServerConfig {
@@ -329,6 +349,8 @@ impl ServerConfig {
             catalog_cache_bytes: crate::registry::CATALOG_CACHE_BYTES,
             // Loopback only: every test executor and MCP server listens on 127.0.0.1.
             outbound: Default::default(),
+            embedding_model: None,
+            embedding_cpu_share: 1.0,
         }
     }
 }
@@ -430,6 +452,8 @@ impl From<ServeArgs> for ServerConfig {
                     client_key: a.upstream_client_key,
                 },
             },
+            embedding_model: a.embedding_model,
+            embedding_cpu_share: a.embedding_cpu_share,
         }
     }
 }
@@ -443,6 +467,20 @@ mod tests {
         match Cli::try_parse_from(argv)?.command {
             Command::Serve(a) => Ok(a.into()),
             Command::DemoExecutor { .. } => unreachable!("parsed serve"),
+        }
+    }
+
+    #[test]
+    fn the_embedding_flags_take_a_directory_and_a_share_between_five_percent_and_all() {
+        let cfg = serve(&["--embedding-model", "/models/minilm", "--embedding-cpu-share", "0.25"]).unwrap();
+        assert_eq!(cfg.embedding_model.as_deref(), Some(std::path::Path::new("/models/minilm")));
+        assert_eq!(cfg.embedding_cpu_share, 0.25);
+        assert_eq!(serve(&[]).unwrap().embedding_model, None);
+        assert_eq!(serve(&[]).unwrap().embedding_cpu_share, 0.5);
+        for bad in ["0", "1.5", "-1", "half"] {
+            let Err(e) = serve(&["--embedding-cpu-share", bad]) else { panic!("{bad} accepted") };
+            let e = e.to_string();
+            assert!(e.contains("between 0.05 and 1"), "{bad}: {e}");
         }
     }
 

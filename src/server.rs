@@ -74,8 +74,22 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
     let secrets = Arc::new(cfg.secrets.clone().for_server(auth.enabled()).context("operator secrets")?);
     let secrets_for_consent = secrets.clone();
     let upstream = Arc::new(Upstream::new(cfg.upstream.clone(), &outbound, secrets.clone()));
+    let embeddings = match &cfg.embedding_model {
+        Some(dir) => {
+            let dir = dir.clone();
+            let started = std::time::Instant::now();
+            let embedder = tokio::task::spawn_blocking(move || crate::search::embed::Embedder::load(&dir)).await??;
+            tracing::info!(model = %embedder.id(), dims = embedder.dims(), ms = started.elapsed().as_millis() as u64, "embedding model loaded: natural-language search is hybrid");
+            Some(crate::registry::embeddings::Embeddings::start(Arc::new(embedder), store.clone(), cfg.clock.clone(), cfg.embedding_cpu_share))
+        }
+        None => None,
+    };
+    let mut registry = Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes);
+    if let Some(e) = embeddings {
+        registry = registry.with_embeddings(e);
+    }
     let registry = Arc::new(
-        Registry::new(store.clone(), cfg.clock.clone(), cfg.max_definition_bytes)
+        registry
             .with_lister(upstream.clone())
             .with_outbound(outbound.policy.clone())
             .with_secrets(secrets)

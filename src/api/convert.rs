@@ -214,6 +214,7 @@ pub fn pb_version(v: &crate::registry::Version) -> pb::AgentVersion {
         is_default: v.is_default,
         definition: Some(pb_definition(&v.definition)),
         create_time: Some(timestamp(v.create_time)),
+        embeddings_ready: false,
     }
 }
 

@@ -76,6 +76,11 @@ impl pb::agent_registry_server::AgentRegistry for RegistryService {
             return Err(to_status(crate::error::Error::InvalidArgument(too_big)));
         }
         let v = self.registry.create_version(t, &r.agent_id, &def, r.make_default, size).await.map_err(to_status)?;
+        if self.registry.embeddings().is_some() {
+            // Embedding starts now, in the background, not at the first search.
+            let (registry, tenant, agent, version) = (self.registry.clone(), t.to_string(), v.agent_id.clone(), v.version);
+            tokio::spawn(async move { registry.embeddings_ready(&tenant, &agent, version).await });
+        }
         Ok(Response::new(pb_version(&v)))
     }
 
@@ -84,7 +89,9 @@ impl pb::agent_registry_server::AgentRegistry for RegistryService {
         let t = &rq.tenant;
         let r = req.into_inner();
         let v = self.registry.get_version(t, &r.agent_id, r.version).await.map_err(to_status)?;
-        Ok(Response::new(pb_version(&v)))
+        let mut out = pb_version(&v);
+        out.embeddings_ready = self.registry.embeddings_ready(t, &r.agent_id, v.version).await;
+        Ok(Response::new(out))
     }
 
     async fn list_agents(&self, req: Request<pb::ListAgentsRequest>) -> Result<Response<pb::ListAgentsResponse>, Status> {
@@ -182,7 +189,8 @@ impl pb::discovery_server::Discovery for DiscoveryService {
         let catalog = self.catalog(&req, agent, run).await?;
         let r = req.into_inner();
         let q = DiscoverRequest { query: r.query, group: group_opt(r.group), detail: detail_request(r.detail)?, limit: r.limit, offset: r.offset };
-        let page = discovery::discover(&catalog, &q).map_err(|e| fail(&catalog, e))?;
+        let qv = self.router.registry().query_vector(&catalog, &q.query).await;
+        let page = discovery::discover(&catalog, &q, qv.as_deref()).map_err(|e| fail(&catalog, e))?;
         let full = page.detail == Detail::Full;
         Ok(Response::new(pb::DiscoverToolsResponse {
             detail: pb_detail(page.detail),

@@ -2,7 +2,7 @@
 //! index. Built once per version and cached (SPEC §10); validators compile on first use.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -15,6 +15,7 @@ use super::definition::*;
 use super::names::{canonical_name, tool_name_problem};
 use super::schema;
 use super::validate::MAX_EXPOSED_NAME;
+use crate::search::hybrid::Vectors;
 use crate::search::keyword::KeywordIndex;
 use crate::search::natural::{NaturalConfig, NaturalIndex};
 use crate::search::{SearchDoc, fields};
@@ -112,6 +113,10 @@ pub struct Catalog {
     pub index: KeywordIndex,
     docs: Vec<SearchDoc>,
     natural: OnceLock<NaturalIndex>,
+    /// The tools' embeddings, set once computed (hybrid search; `registry::embeddings`).
+    vectors: OnceLock<Vectors>,
+    /// Handed to the embedder and not finished (so it is queued once).
+    embedding_queued: AtomicBool,
     /// `heap_bytes`: measured at compile, grown when the natural index or a validator is
     /// built (shared with the tools).
     bytes: Arc<AtomicUsize>,
@@ -332,6 +337,8 @@ impl Catalog {
             index,
             docs,
             natural: OnceLock::new(),
+            vectors: OnceLock::new(),
+            embedding_queued: AtomicBool::new(false),
             bytes,
             group_index,
             by_canonical,
@@ -399,6 +406,31 @@ impl Catalog {
             self.bytes.fetch_add(index.heap_bytes(), Ordering::Relaxed);
             index
         })
+    }
+
+    /// The tools' embeddings (in search-document order), once all are computed.
+    pub fn vectors(&self) -> Option<&Vectors> {
+        self.vectors.get()
+    }
+
+    /// Sets the embeddings (once; later calls are ignored). Their bytes count in
+    /// [`Catalog::heap_bytes`].
+    pub fn set_vectors(&self, vectors: Vectors) {
+        assert_eq!(vectors.len(), self.docs.len(), "one embedding per search document");
+        let bytes = vectors.heap_bytes();
+        if self.vectors.set(vectors).is_ok() {
+            self.bytes.fetch_add(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// Marks the catalog queued for embedding; false if it already was.
+    pub fn queue_embedding(&self) -> bool {
+        !self.embedding_queued.swap(true, Ordering::AcqRel)
+    }
+
+    /// Lets it be queued again (its embedding failed or was dropped).
+    pub fn unqueue_embedding(&self) {
+        self.embedding_queued.store(false, Ordering::Release);
     }
 
     /// Approximate bytes the catalog owns, its lazily built parts once built: what the

@@ -8,6 +8,7 @@ use serde_json::value::RawValue;
 use crate::call::ModelFault;
 use crate::catalog::{Catalog, PreparedTool, Ranking};
 use crate::error::Error;
+use crate::search::hybrid::{self, Fusion};
 use crate::telemetry::Search;
 
 /// Longest query accepted, in bytes.
@@ -226,21 +227,36 @@ fn check_group<'a>(catalog: &Catalog, group: &'a Option<String>) -> Result<Optio
 
 /// Ranked candidates: the best `k` tool indices, the size of the whole candidate set, and
 /// whether that whole set is one exact-name match.
-fn rank(catalog: &Catalog, query: &str, group: Option<&str>, k: usize) -> (Vec<u32>, usize, bool) {
+fn rank(catalog: &Catalog, query: &str, group: Option<&str>, k: usize, qv: Option<&[f32]>) -> (Vec<u32>, usize, bool) {
     let natural = catalog.control.ranking == Ranking::Natural && !query.trim().is_empty();
     if !natural {
         let (hits, total) = catalog.index.search_top(query, group, k);
         let single_exact = total == 1 && hits.first().is_some_and(|h| h.exact);
         return (hits.iter().map(|h| catalog.grouped[h.doc as usize]).collect(), total, single_exact);
     }
-    rank_natural(catalog, query, group, k)
+    rank_natural(catalog, query, group, k, qv)
 }
 
 /// The natural-language ranking, with the same exact-name precedence as §5: exact matches
-/// first, then the ranker's order.
-fn rank_natural(catalog: &Catalog, query: &str, group: Option<&str>, k: usize) -> (Vec<u32>, usize, bool) {
+/// first, then the ranker's order. With the query's embedding `qv` and the catalog's, the
+/// lexical list is fused with the nearest tools (`search::hybrid`).
+fn rank_natural(catalog: &Catalog, query: &str, group: Option<&str>, k: usize, qv: Option<&[f32]>) -> (Vec<u32>, usize, bool) {
     let exact = catalog.exact_matches(query, group);
-    let (scored, n_natural) = catalog.natural().search(query, group, k.saturating_add(exact.len()));
+    let want = k.saturating_add(exact.len());
+    let (scored, n_natural) = match (qv, catalog.vectors()) {
+        (Some(qv), Some(vectors)) => {
+            let fusion = Fusion::default();
+            let depth = want.max(fusion.depth);
+            let (lexical, n_lexical) = catalog.natural().search(query, group, depth);
+            let docs = catalog.search_docs();
+            let semantic = vectors.nearest(qv, depth, |d| group.is_none_or(|g| docs[d as usize].group == g));
+            let only_semantic = semantic.iter().filter(|(d, _)| !lexical.iter().any(|(l, _)| l == d)).count();
+            let mut fused = hybrid::fuse(&lexical, &semantic, &fusion);
+            fused.truncate(want);
+            (fused, n_lexical + only_semantic)
+        }
+        _ => catalog.natural().search(query, group, want),
+    };
     let natural_only = scored.iter().filter(|(d, _)| !exact.contains(d)).count();
     let overlap = scored.len() - natural_only;
     let total = exact.len() + n_natural - overlap;
@@ -252,16 +268,17 @@ fn rank_natural(catalog: &Catalog, query: &str, group: Option<&str>, k: usize) -
 }
 
 /// `discover_tools` (SPEC §5), in a search span.
-pub fn discover(catalog: &Catalog, req: &DiscoverRequest) -> Result<ToolPage, DiscoveryError> {
+/// `qv`: the query's embedding, for hybrid natural ranking (`Registry::query_vector`).
+pub fn discover(catalog: &Catalog, req: &DiscoverRequest, qv: Option<&[f32]>) -> Result<ToolPage, DiscoveryError> {
     let search = Search::start("discover_tools", crate::search::tokenize::keywords(&req.query).len());
-    let page = discover_page(catalog, req);
+    let page = discover_page(catalog, req, qv);
     if let Ok(p) = &page {
         search.found(p.total, p.tools.len());
     }
     page
 }
 
-fn discover_page(catalog: &Catalog, req: &DiscoverRequest) -> Result<ToolPage, DiscoveryError> {
+fn discover_page(catalog: &Catalog, req: &DiscoverRequest, qv: Option<&[f32]>) -> Result<ToolPage, DiscoveryError> {
     if req.query.len() > MAX_QUERY_BYTES {
         return Err(DiscoveryError::BadArgument {
             field: "query",
@@ -275,7 +292,7 @@ fn discover_page(catalog: &Catalog, req: &DiscoverRequest) -> Result<ToolPage, D
     let summary_limit = resolve_limit(req.limit, 10, max)?;
     let full_limit = resolve_limit(req.limit, 5, max)?;
     let want = (req.offset as usize).saturating_add(summary_limit.max(full_limit) as usize);
-    let (ranked, total, single_exact) = rank(catalog, &req.query, group, want);
+    let (ranked, total, single_exact) = rank(catalog, &req.query, group, want, qv);
     let detail = match req.detail {
         DetailRequest::Summary => Detail::Summary,
         DetailRequest::Full => Detail::Full,
@@ -408,9 +425,9 @@ pub fn list_groups(catalog: &Catalog, limit: Option<u32>, offset: u32) -> Result
 
 /// Flat profile `tool_search(query, limit)`: full entries of the best matches, within the
 /// budget, ranked by the natural-language ranker (exact names first). In a search span.
-pub fn tool_search(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result<ToolPage, DiscoveryError> {
+pub fn tool_search(catalog: &Catalog, query: &str, limit: Option<u32>, qv: Option<&[f32]>) -> Result<ToolPage, DiscoveryError> {
     let search = Search::start("tool_search", crate::search::tokenize::keywords(query).len());
-    let page = tool_search_page(catalog, query, limit);
+    let page = tool_search_page(catalog, query, limit, qv);
     if let Ok(p) = &page {
         search.found(p.total, p.tools.len());
     }
@@ -419,20 +436,20 @@ pub fn tool_search(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result
 
 /// The tools `tool_search` finds, best first (the deferred-loading search: the provider loads
 /// their definitions itself, so no page is written). In a search span.
-pub fn tool_search_hits(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result<Vec<u32>, DiscoveryError> {
+pub fn tool_search_hits(catalog: &Catalog, query: &str, limit: Option<u32>, qv: Option<&[f32]>) -> Result<Vec<u32>, DiscoveryError> {
     let search = Search::start("tool_search", crate::search::tokenize::keywords(query).len());
-    let (ranked, total) = rank_tool_search(catalog, query, limit)?;
+    let (ranked, total) = rank_tool_search(catalog, query, limit, qv)?;
     search.found(total as u32, ranked.len());
     Ok(ranked)
 }
 
-fn tool_search_page(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result<ToolPage, DiscoveryError> {
-    let (ranked, total) = rank_tool_search(catalog, query, limit)?;
+fn tool_search_page(catalog: &Catalog, query: &str, limit: Option<u32>, qv: Option<&[f32]>) -> Result<ToolPage, DiscoveryError> {
+    let (ranked, total) = rank_tool_search(catalog, query, limit, qv)?;
     tool_page(catalog, &ranked, total, 0, Detail::Full)
 }
 
 /// The best `limit` matches of a flat-profile search (exact names first), and how many matched.
-fn rank_tool_search(catalog: &Catalog, query: &str, limit: Option<u32>) -> Result<(Vec<u32>, usize), DiscoveryError> {
+fn rank_tool_search(catalog: &Catalog, query: &str, limit: Option<u32>, qv: Option<&[f32]>) -> Result<(Vec<u32>, usize), DiscoveryError> {
     if query.len() > MAX_QUERY_BYTES {
         return Err(DiscoveryError::BadArgument {
             field: "query",
@@ -444,7 +461,7 @@ fn rank_tool_search(catalog: &Catalog, query: &str, limit: Option<u32>) -> Resul
         let all = &catalog.grouped_by_name;
         (all[..all.len().min(limit as usize)].to_vec(), all.len())
     } else {
-        let (ranked, total, _) = rank_natural(catalog, query, None, limit as usize);
+        let (ranked, total, _) = rank_natural(catalog, query, None, limit as usize, qv);
         (ranked, total)
     };
     Ok((ranked, total))

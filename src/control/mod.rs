@@ -208,13 +208,13 @@ pub fn parse_control_call(catalog: &Catalog, tool_name: &str, arguments: &Value)
 }
 
 /// Answers a discovery call as the model's reply; `None` for `Call`, which `invoke` routes.
-pub fn answer_discovery(catalog: &Catalog, call: &ControlCall) -> Option<Reply> {
+pub fn answer_discovery(catalog: &Catalog, call: &ControlCall, qv: Option<&[f32]>) -> Option<Reply> {
     let result: Result<String, DiscoveryError> = match call {
-        ControlCall::Discover(req) => discovery::discover(catalog, req).map(|p| p.json),
+        ControlCall::Discover(req) => discovery::discover(catalog, req, qv).map(|p| p.json),
         ControlCall::Describe { group, tool } => discovery::describe(catalog, group, tool).map(|d| d.json),
         ControlCall::ListGroups { limit, offset } => discovery::list_groups(catalog, *limit, *offset).map(|p| p.json),
         ControlCall::ListTools(req) => discovery::list_tools(catalog, req).map(|p| p.json),
-        ControlCall::Search { query, limit } => discovery::tool_search(catalog, query, *limit).map(|p| p.json),
+        ControlCall::Search { query, limit } => discovery::tool_search(catalog, query, *limit, qv).map(|p| p.json),
         ControlCall::Call { .. } => return None,
     };
     Some(match result {

@@ -313,8 +313,16 @@ impl Router {
 
     async fn answer(self: &Arc<Self>, cx: &CallContext, r: &Resolved, call: &ToolCall) -> Result<Outcome> {
         let arguments = route::parse_arguments(call);
+        // Hybrid ranking needs the search text's embedding, computed (or cached) first.
+        let qv = match self.registry.embeddings().is_some() && r.catalog.vectors().is_some() {
+            true => match route::search_text(&r.catalog, call, &arguments) {
+                Some(q) => self.registry.query_vector(&r.catalog, &q).await,
+                None => None,
+            },
+            false => None,
+        };
         // Discovery answers are pure: no need to remember them.
-        if let Some(reply) = route::answer_control(&r.catalog, call, &arguments) {
+        if let Some(reply) = route::answer_control(&r.catalog, call, &arguments, qv.as_deref()) {
             return Ok(reply.into());
         }
         if call.tool_call_id.is_empty() || cx.run.run_id.is_empty() {

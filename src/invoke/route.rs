@@ -21,11 +21,22 @@ pub fn parse_arguments(call: &ToolCall) -> Arguments {
 }
 
 /// The answer to a discovery control tool (pure: nothing runs), or `None` for any other call.
-pub fn answer_control(catalog: &Catalog, call: &ToolCall, arguments: &Arguments) -> Option<Reply> {
+/// `qv`: the embedding of the call's search text (see [`search_text`]), for hybrid ranking.
+pub fn answer_control(catalog: &Catalog, call: &ToolCall, arguments: &Arguments, qv: Option<&[f32]>) -> Option<Reply> {
     let args = arguments.as_ref().ok()?;
     match control::parse_control_call(catalog, &call.tool_name, args)? {
         Err(message) => Some(Reply::Fault(ModelFault::invalid_arguments(message))),
-        Ok(parsed) => control::answer_discovery(catalog, &parsed),
+        Ok(parsed) => control::answer_discovery(catalog, &parsed, qv),
+    }
+}
+
+/// The search text of a discovery call that ranks tools (`discover_tools`, `tool_search`).
+pub fn search_text(catalog: &Catalog, call: &ToolCall, arguments: &Arguments) -> Option<String> {
+    let args = arguments.as_ref().ok()?;
+    match control::parse_control_call(catalog, &call.tool_name, args)? {
+        Ok(ControlCall::Discover(req)) => Some(req.query),
+        Ok(ControlCall::Search { query, .. }) => Some(query),
+        _ => None,
     }
 }
 

@@ -144,7 +144,8 @@ impl Router {
         };
         // Tools already loaded (pinned, hot) are not deferred: a reference to them is refused.
         let hot = self.frozen_hot_tools(cx, catalog).await.unwrap_or_default();
-        let hits = match discovery::tool_search_hits(catalog, &query, limit) {
+        let qv = self.registry().query_vector(catalog, &query).await;
+        let hits = match discovery::tool_search_hits(catalog, &query, limit, qv.as_deref()) {
             Ok(hits) => hits,
             Err(e) => return Some(Outcome::Fault(e.fault(catalog))),
         };

@@ -2,10 +2,12 @@
 //! immutable version.
 
 pub mod catalogs;
+pub mod embeddings;
 
 use std::sync::Arc;
 
 use catalogs::{CatalogCache, CatalogKey};
+use embeddings::Embeddings;
 
 use crate::cache::{self, VersionCache};
 use crate::call::RunContext;
@@ -58,6 +60,8 @@ pub struct Registry {
     secrets: Arc<Secrets>,
     listed_tools_ttl: std::time::Duration,
     listing_failure_ttl: std::time::Duration,
+    /// Hybrid search's embeddings, with `--embedding-model`.
+    embeddings: Option<Arc<Embeddings>>,
 }
 
 impl From<StoreError> for Error {
@@ -99,7 +103,37 @@ impl Registry {
             secrets: Arc::new(Secrets::default()),
             listed_tools_ttl: LISTED_TOOLS_TTL,
             listing_failure_ttl: LISTING_FAILURE_TTL,
+            embeddings: None,
         }
+    }
+
+    /// Embeds catalogs in the background and queries on demand (hybrid search).
+    pub fn with_embeddings(mut self, embeddings: Arc<Embeddings>) -> Self {
+        self.embeddings = Some(embeddings);
+        self
+    }
+
+    pub fn embeddings(&self) -> Option<&Arc<Embeddings>> {
+        self.embeddings.as_ref()
+    }
+
+    /// The query's vector when `catalog` searches naturally and its embeddings are
+    /// complete; `None` means lexical search.
+    pub async fn query_vector(&self, catalog: &Catalog, query: &str) -> Option<Arc<[f32]>> {
+        let e = self.embeddings.as_ref()?;
+        if catalog.control.ranking != crate::catalog::Ranking::Natural || catalog.vectors().is_none() || query.trim().is_empty() {
+            return None;
+        }
+        e.query(query).await
+    }
+
+    /// Whether a version's embeddings are complete on this replica (compiling its catalog,
+    /// which queues them, if it is not compiled here). Always false without a model.
+    pub async fn embeddings_ready(&self, tenant: &str, agent_id: &str, version: u32) -> bool {
+        if self.embeddings.is_none() {
+            return false;
+        }
+        self.catalog(tenant, agent_id, version).await.is_ok_and(|c| c.vectors().is_some())
     }
 
     /// Trusts default versions and run pins read from the store for `refresh` (zero:
@@ -327,7 +361,12 @@ impl Registry {
             .await
             .cloned();
         match &result {
-            Ok(_) => self.catalogs.settle(&key),
+            Ok(c) => {
+                self.catalogs.settle(&key);
+                if let Some(e) = &self.embeddings {
+                    e.ensure(c);
+                }
+            }
             Err(_) => self.catalogs.forget(&key),
         }
         result

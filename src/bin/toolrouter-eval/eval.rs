@@ -23,7 +23,11 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use toolrouter::search::SearchDoc;
+use toolrouter::search::embed::Embedder;
+use toolrouter::search::hybrid::{self, Fusion, Vectors};
 use toolrouter::search::natural::{NaturalConfig, NaturalIndex};
+
+use super::hybrid::{FusionInput, Loso};
 
 // ---- Adapter to the SPEC §5 modules (the only place the harness touches them). ----
 use toolrouter::search::keyword::KeywordIndex;
@@ -415,6 +419,10 @@ pub enum Ranker {
     Natural,
     /// The BM25 baseline.
     Bm25,
+    /// The natural ranker fused with embedding similarity (needs a model).
+    Hybrid,
+    /// Embedding similarity alone (needs a model).
+    Embedding,
 }
 
 impl Ranker {
@@ -425,6 +433,8 @@ impl Ranker {
             Ranker::Keyword => "keyword",
             Ranker::Natural => "natural",
             Ranker::Bm25 => "bm25",
+            Ranker::Hybrid => "hybrid",
+            Ranker::Embedding => "embedding",
         }
     }
 }
@@ -453,11 +463,22 @@ pub struct EvalOptions {
     pub rankers: Vec<Ranker>,
     /// Keep each query's top 10 per ranker in the report.
     pub per_query: bool,
+    /// The embedding model for the hybrid and embedding rankers.
+    pub embedder: Option<std::sync::Arc<Embedder>>,
+    pub fusion: Fusion,
 }
 
 impl Default for EvalOptions {
     fn default() -> Self {
-        EvalOptions { max_queries: None, half: None, natural: NaturalConfig::default(), rankers: Ranker::ALL.to_vec(), per_query: false }
+        EvalOptions {
+            max_queries: None,
+            half: None,
+            natural: NaturalConfig::default(),
+            rankers: Ranker::ALL.to_vec(),
+            per_query: false,
+            embedder: None,
+            fusion: Fusion::default(),
+        }
     }
 }
 
@@ -498,6 +519,19 @@ pub struct SetReport {
     /// With `per_query`: every query's results.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub queries: Vec<QueryResult>,
+    /// With a model: embedding speed on this set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub embedding: Option<EmbeddingStats>,
+    /// With a model: both candidate lists of every query, for the leave-one-set-out fusion.
+    #[serde(skip)]
+    pub fusion_inputs: Vec<FusionInput>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct EmbeddingStats {
+    pub tool_texts_per_s: f64,
+    /// Mean time to embed one query (batched as the harness does).
+    pub query_ms: f64,
 }
 
 /// One query's results (dataset tool ids, best first), Recall@10 and latency per ranker.
@@ -565,7 +599,7 @@ fn timed<T>(f: impl FnOnce() -> T) -> (T, f64) {
 }
 
 /// The queries of `set` selected by `opts` (half, then evenly spaced sample).
-fn selected<'a>(set: &'a DataSet, opts: &EvalOptions) -> Vec<&'a EvalQuery> {
+pub fn selected<'a>(set: &'a DataSet, opts: &EvalOptions) -> Vec<&'a EvalQuery> {
     let pool: Vec<&EvalQuery> = set.queries.iter().filter(|q| opts.half.is_none_or(|h| half_of(&q.id) == h)).collect();
     match opts.max_queries {
         Some(m) if m < pool.len() => (0..m).map(|i| pool[i * pool.len() / m]).collect(),
@@ -575,46 +609,67 @@ fn selected<'a>(set: &'a DataSet, opts: &EvalOptions) -> Vec<&'a EvalQuery> {
 
 /// A built ranker: top-k doc numbers for a query over the whole catalog.
 #[allow(clippy::large_enum_variant)] // one per ranker per run, never moved in a loop
-enum Built {
+enum Built<'a> {
     Keyword(KeywordIndex),
     Natural(Box<NaturalIndex>),
     Bm25(Bm25),
+    Hybrid(Box<NaturalIndex>, &'a Vectors, Fusion),
+    Embedding(&'a Vectors),
 }
 
-impl Built {
-    fn build(ranker: Ranker, docs: &[SearchDoc], cfg: &NaturalConfig) -> Self {
-        match ranker {
+impl<'a> Built<'a> {
+    /// `None` for a ranker that needs embeddings when there are none.
+    fn build(ranker: Ranker, docs: &[SearchDoc], opts: &EvalOptions, vectors: Option<&'a Vectors>) -> Option<Self> {
+        Some(match ranker {
             Ranker::Keyword => Built::Keyword(KeywordIndex::build(docs)),
-            Ranker::Natural => Built::Natural(Box::new(NaturalIndex::build(docs, cfg))),
+            Ranker::Natural => Built::Natural(Box::new(NaturalIndex::build(docs, &opts.natural))),
             Ranker::Bm25 => Built::Bm25(Bm25::build(docs)),
-        }
+            Ranker::Hybrid => Built::Hybrid(Box::new(NaturalIndex::build(docs, &opts.natural)), vectors?, opts.fusion),
+            Ranker::Embedding => Built::Embedding(vectors?),
+        })
     }
 
-    fn top(&self, query: &str, k: usize) -> Vec<u32> {
+    /// Top `k`; `qv` is the query's embedding (hybrid and embedding rankers).
+    fn top(&self, query: &str, qv: &[f32], k: usize) -> Vec<u32> {
         match self {
             Built::Keyword(i) => keyword_top(i, query, k),
             Built::Natural(i) => i.search(query, None, k).0.into_iter().map(|(d, _)| d).collect(),
             Built::Bm25(i) => i.top(query, k),
+            Built::Hybrid(i, v, f) => {
+                let lexical = i.search(query, None, f.depth).0;
+                let semantic = v.nearest(qv, f.depth, |_| true);
+                hybrid::fuse(&lexical, &semantic, f).into_iter().take(k).map(|(d, _)| d).collect()
+            }
+            Built::Embedding(v) => v.nearest(qv, k, |_| true).into_iter().map(|(d, _)| d).collect(),
         }
     }
 }
 
 /// Runs every selected query of `set` through the chosen rankers.
-pub fn evaluate(set: &DataSet, opts: &EvalOptions) -> SetReport {
+pub fn evaluate(set: &DataSet, opts: &EvalOptions) -> Result<SetReport> {
     const K: usize = 10;
     let docs = &set.catalog.docs;
     let queries = selected(set, opts);
+    let vectors = match &opts.embedder {
+        Some(e) => Some(super::hybrid::embed_set(e, set, &queries)?),
+        None => None,
+    };
+    let no_vector: Vec<f32> = Vec::new();
+    let qv = |i: usize| vectors.as_ref().map_or(no_vector.as_slice(), |v| v.queries[i].as_slice());
     let mut build_ms = BTreeMap::new();
     // outcomes[ranker][query], tops[ranker][query]
     let mut outcomes: Vec<Vec<Outcome>> = Vec::new();
     let mut tops: Vec<Vec<Vec<u32>>> = Vec::new();
-    for &ranker in &opts.rankers {
-        let (built, t) = timed(|| Built::build(ranker, docs, &opts.natural));
+    let rankers: Vec<Ranker> =
+        opts.rankers.iter().copied().filter(|r| vectors.is_some() || !matches!(r, Ranker::Hybrid | Ranker::Embedding)).collect();
+    for &ranker in &rankers {
+        let (built, t) = timed(|| Built::build(ranker, docs, opts, vectors.as_ref().map(|v| &v.tools)));
+        let built = built.expect("rankers needing vectors were filtered out");
         build_ms.insert(ranker.name().to_owned(), t / 1e3);
         let mut o = Vec::with_capacity(queries.len());
         let mut top = Vec::new();
-        for q in &queries {
-            let mut runs: Vec<(Vec<u32>, f64)> = (0..TIMING_RUNS).map(|_| timed(|| built.top(&q.text, K))).collect();
+        for (qi, q) in queries.iter().enumerate() {
+            let mut runs: Vec<(Vec<u32>, f64)> = (0..TIMING_RUNS).map(|_| timed(|| built.top(&q.text, qv(qi), K))).collect();
             runs.sort_by(|a, b| a.1.total_cmp(&b.1));
             let (ranked, us) = runs.swap_remove(TIMING_RUNS / 2);
             o.push(outcome(&ranked, &q.relevant, us));
@@ -631,7 +686,7 @@ pub fn evaluate(set: &DataSet, opts: &EvalOptions) -> SetReport {
         Row {
             split: split.to_owned(),
             queries: idx.len(),
-            rankers: opts.rankers.iter().zip(&outcomes).map(|(r, o)| summarize(r.name(), &idx.iter().map(|&i| &o[i]).collect::<Vec<_>>())).collect(),
+            rankers: rankers.iter().zip(&outcomes).map(|(r, o)| summarize(r.name(), &idx.iter().map(|&i| &o[i]).collect::<Vec<_>>())).collect(),
         }
     };
     let mut rows = vec![row("all", &|_| true)];
@@ -650,15 +705,41 @@ pub fn evaluate(set: &DataSet, opts: &EvalOptions) -> SetReport {
                 id: q.id.clone(),
                 split: q.split.clone(),
                 relevant: ids(&q.relevant),
-                top: opts.rankers.iter().zip(&tops).map(|(r, t)| (r.name().to_owned(), ids(&t[i]))).collect(),
-                recall_at_10: opts.rankers.iter().zip(&outcomes).map(|(r, o)| (r.name().to_owned(), 100.0 * o[i].r10)).collect(),
-                micros: opts.rankers.iter().zip(&outcomes).map(|(r, o)| (r.name().to_owned(), o[i].micros)).collect(),
+                top: rankers.iter().zip(&tops).map(|(r, t)| (r.name().to_owned(), ids(&t[i]))).collect(),
+                recall_at_10: rankers.iter().zip(&outcomes).map(|(r, o)| (r.name().to_owned(), 100.0 * o[i].r10)).collect(),
+                micros: rankers.iter().zip(&outcomes).map(|(r, o)| (r.name().to_owned(), o[i].micros)).collect(),
             })
             .collect()
     } else {
         Vec::new()
     };
-    SetReport { set: set.name.clone(), tools: docs.len(), unknown_relevant: set.unknown_relevant, build_ms, rows, queries: per_query }
+    let fusion_inputs = match &vectors {
+        Some(v) => {
+            // The deepest any setting of the grid reads.
+            let depth = super::hybrid::grid().iter().map(|f| f.depth).max().unwrap_or(0);
+            let natural = NaturalIndex::build(docs, &opts.natural);
+            queries
+                .iter()
+                .enumerate()
+                .map(|(i, q)| FusionInput {
+                    lexical: natural.search(&q.text, None, depth).0,
+                    semantic: v.tools.nearest(&v.queries[i], depth, |_| true),
+                    relevant: q.relevant.clone(),
+                })
+                .collect()
+        }
+        None => Vec::new(),
+    };
+    Ok(SetReport {
+        set: set.name.clone(),
+        tools: docs.len(),
+        unknown_relevant: set.unknown_relevant,
+        build_ms,
+        rows,
+        queries: per_query,
+        embedding: vectors.as_ref().map(|v| EmbeddingStats { tool_texts_per_s: v.tool_texts_per_s, query_ms: v.query_ms }),
+        fusion_inputs,
+    })
 }
 
 /// Recall targets apply to a set's `all` row and to splits with at least this many queries:
@@ -679,6 +760,8 @@ pub struct TargetCheck {
     pub natural_r5: f64,
     pub bm25_r5: f64,
     pub natural_p99_us: f64,
+    /// With a model: hybrid R@10 (must be ≥ bm25 R@10 + 5).
+    pub hybrid_r10: Option<f64>,
     /// natural R@10 ≥ bm25 R@10 + 5.
     pub r10_ok: bool,
     /// natural R@5 ≥ bm25 R@5.
@@ -689,7 +772,7 @@ pub struct TargetCheck {
 
 impl TargetCheck {
     pub fn ok(&self) -> bool {
-        self.r10_ok && self.r5_ok && self.p99_ok
+        self.r10_ok && self.r5_ok && self.p99_ok && self.hybrid_r10.is_none_or(|h| h >= self.bm25_r10 + TARGET_R10_MARGIN)
     }
 }
 
@@ -712,6 +795,7 @@ pub fn check_targets(reports: &[SetReport]) -> Vec<TargetCheck> {
                 natural_r5: nat.recall_at_5,
                 bm25_r5: bm.recall_at_5,
                 natural_p99_us: nat.p99_us,
+                hybrid_r10: row.ranker("hybrid").map(|h| h.recall_at_10),
                 r10_ok: nat.recall_at_10 >= bm.recall_at_10 + TARGET_R10_MARGIN,
                 r5_ok: nat.recall_at_5 >= bm.recall_at_5,
                 p99_ok: row.split != "all" || nat.p99_us <= TARGET_P99_US,
@@ -730,6 +814,8 @@ pub struct RunReport {
     pub rankers: Vec<Ranker>,
     pub sets: Vec<SetReport>,
     pub targets: Vec<TargetCheck>,
+    /// With a model: the leave-one-set-out fusion figures.
+    pub loso: Option<Loso>,
 }
 
 /// Plain-text table of a run.
@@ -753,12 +839,18 @@ pub fn render(run: &RunReport) -> String {
         }
         let builds: Vec<String> = rep.build_ms.iter().map(|(r, ms)| format!("{r} {ms:.1} ms")).collect();
         let _ = writeln!(s, "  {} tools; index build: {}", rep.tools, builds.join(", "));
+        if let Some(e) = &rep.embedding {
+            let _ = writeln!(s, "  embedding: {:.1} tool texts/s, {:.2} ms per query", e.tool_texts_per_s, e.query_ms);
+        }
     }
-    let _ = writeln!(s, "\ntargets: natural R@10 ≥ bm25 + {TARGET_R10_MARGIN}, natural R@5 ≥ bm25, natural p99 ≤ {TARGET_P99_US} µs");
+    let _ = writeln!(
+        s,
+        "\ntargets: natural R@10 ≥ bm25 + {TARGET_R10_MARGIN}, natural R@5 ≥ bm25, natural p99 ≤ {TARGET_P99_US} µs; with a model, hybrid R@10 ≥ bm25 + {TARGET_R10_MARGIN}"
+    );
     for c in &run.targets {
         let _ = writeln!(
             s,
-            "  {:<4} {:<16} {:<15} R@10 {:.2} vs {:.2} ({:+.2})  R@5 {:.2} vs {:.2} ({:+.2})  p99 {:.1} µs",
+            "  {:<4} {:<16} {:<15} R@10 {:.2} vs {:.2} ({:+.2})  R@5 {:.2} vs {:.2} ({:+.2})  p99 {:.1} µs{}",
             if c.ok() { "PASS" } else { "FAIL" },
             c.set,
             c.split,
@@ -768,16 +860,25 @@ pub fn render(run: &RunReport) -> String {
             c.natural_r5,
             c.bm25_r5,
             c.natural_r5 - c.bm25_r5,
-            c.natural_p99_us
+            c.natural_p99_us,
+            c.hybrid_r10.map(|h| format!("  hybrid R@10 {h:.2} ({:+.2})", h - c.bm25_r10)).unwrap_or_default()
         );
+    }
+    if let Some(l) = &run.loso {
+        let bm25: BTreeMap<String, f64> =
+            run.sets.iter().filter_map(|r| Some((r.set.clone(), r.rows.first()?.ranker("bm25")?.recall_at_10))).collect();
+        s.push_str(&super::hybrid::render(l, &bm25));
     }
     s
 }
 
 /// Loads and evaluates every set under `root` (or the named ones).
 pub fn run(root: &Path, sets: Option<&[String]>, opts: &EvalOptions) -> Result<RunReport> {
-    let reports: Vec<SetReport> = load_sets(root, sets)?.iter().map(|s| evaluate(s, opts)).collect();
+    let mut reports: Vec<SetReport> = load_sets(root, sets)?.iter().map(|s| evaluate(s, opts)).collect::<Result<_>>()?;
     let targets = check_targets(&reports);
+    let inputs: Vec<(String, Vec<FusionInput>)> =
+        reports.iter_mut().filter(|r| !r.fusion_inputs.is_empty()).map(|r| (r.set.clone(), std::mem::take(&mut r.fusion_inputs))).collect();
+    let loso = super::hybrid::loso(&inputs);
     Ok(RunReport {
         natural_config: opts.natural.clone(),
         half: opts.half,
@@ -785,5 +886,6 @@ pub fn run(root: &Path, sets: Option<&[String]>, opts: &EvalOptions) -> Result<R
         rankers: opts.rankers.clone(),
         sets: reports,
         targets,
+        loso,
     })
 }

@@ -12,7 +12,7 @@ fn tiny() -> SetReport {
     let sets = eval::load_sets(root(), None).unwrap();
     // catalog_only has no queries.jsonl and is skipped.
     assert_eq!(sets.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["tiny"]);
-    eval::evaluate(&sets[0], &EvalOptions::default())
+    eval::evaluate(&sets[0], &EvalOptions::default()).unwrap()
 }
 
 fn row<'a>(rep: &'a SetReport, split: &str) -> &'a Row {
@@ -109,12 +109,12 @@ fn per_query_metrics_are_hand_checkable() {
 fn selection_options_and_targets() {
     let set = eval::load_set(&root().join("tiny")).unwrap().unwrap();
     let opts = EvalOptions { max_queries: Some(2), ..EvalOptions::default() };
-    assert_eq!(eval::evaluate(&set, &opts).rows[0].queries, 2);
+    assert_eq!(eval::evaluate(&set, &opts).unwrap().rows[0].queries, 2);
     let halves: usize = [eval::Half::A, eval::Half::B]
         .into_iter()
         .map(|h| {
             let opts = EvalOptions { half: Some(h), ..EvalOptions::default() };
-            eval::evaluate(&set, &opts).rows[0].queries
+            eval::evaluate(&set, &opts).unwrap().rows[0].queries
         })
         .sum();
     assert_eq!(halves, 5);

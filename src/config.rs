@@ -83,7 +83,8 @@ pub struct ServeArgs {
     /// A sentence-transformers BERT model directory (config.json, tokenizer.json,
     /// model.safetensors): natural-language search becomes hybrid (lexical fused with
     /// embedding similarity). A bad directory stops start-up naming the file.
-    #[arg(long, value_name = "DIR", env = "TOOLROUTER_EMBEDDING_MODEL")]
+    /// Empty means none (to turn off the container image's model).
+    #[arg(long, value_name = "DIR", env = "TOOLROUTER_EMBEDDING_MODEL", value_parser = any_path)]
     pub embedding_model: Option<PathBuf>,
     /// Share of the CPU the background embedding of new catalogs may take (0.05..=1):
     /// it rests between batches so calls are not starved.
@@ -312,6 +313,11 @@ pub struct ServerConfig {
     pub embedding_cpu_share: f64,
 }
 
+/// A path, empty allowed (clap's own parser refuses empty values).
+fn any_path(s: &str) -> Result<PathBuf, String> {
+    Ok(PathBuf::from(s))
+}
+
 fn cpu_share(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(v) if (0.05..=1.0).contains(&v) => Ok(v),
@@ -452,7 +458,8 @@ impl From<ServeArgs> for ServerConfig {
                     client_key: a.upstream_client_key,
                 },
             },
-            embedding_model: a.embedding_model,
+            // Empty (e.g. the image's variable cleared): no model.
+            embedding_model: a.embedding_model.filter(|p| !p.as_os_str().is_empty()),
             embedding_cpu_share: a.embedding_cpu_share,
         }
     }
@@ -477,8 +484,9 @@ mod tests {
         assert_eq!(cfg.embedding_cpu_share, 0.25);
         assert_eq!(serve(&[]).unwrap().embedding_model, None);
         assert_eq!(serve(&[]).unwrap().embedding_cpu_share, 0.5);
+        assert_eq!(serve(&["--embedding-model="]).unwrap().embedding_model, None, "empty turns it off");
         for bad in ["0", "1.5", "-1", "half"] {
-            let Err(e) = serve(&["--embedding-cpu-share", bad]) else { panic!("{bad} accepted") };
+            let Err(e) = serve(&[&format!("--embedding-cpu-share={bad}")]) else { panic!("{bad} accepted") };
             let e = e.to_string();
             assert!(e.contains("between 0.05 and 1"), "{bad}: {e}");
         }

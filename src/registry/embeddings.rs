@@ -63,7 +63,15 @@ impl Embeddings {
 
     /// Queues `catalog` for embedding unless it has its vectors or is queued already.
     pub fn ensure(&self, catalog: &Arc<Catalog>) {
-        if catalog.vectors().is_some() || catalog.search_docs().is_empty() || !catalog.queue_embedding() {
+        if catalog.vectors().is_some() {
+            return;
+        }
+        if catalog.search_docs().is_empty() {
+            // Nothing to embed: ready at once.
+            catalog.set_vectors(Vectors::new(self.embedder.dims(), []));
+            return;
+        }
+        if !catalog.queue_embedding() {
             return;
         }
         if self.tx.try_send(Arc::downgrade(catalog)).is_err() {

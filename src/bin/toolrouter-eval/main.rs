@@ -45,7 +45,8 @@ struct Args {
     /// constants.
     #[arg(long)]
     loso_natural: bool,
-    /// Exit with status 1 when a target fails (for CI).
+    /// Exit with status 1 when a recall target fails (for CI; latency targets are checked by
+    /// eye, in release builds).
     #[arg(long)]
     fail_on_targets: bool,
     /// Fusion settings as JSON (missing fields keep the defaults).
@@ -134,8 +135,8 @@ fn main() -> Result<()> {
     if let Some(path) = &args.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)?).with_context(|| format!("writing {}", path.display()))?;
     }
-    if args.fail_on_targets && report.targets.iter().any(|t| !t.ok()) {
-        anyhow::bail!("a target failed (see the lines marked FAIL)");
+    if args.fail_on_targets && report.targets.iter().any(|t| !t.recall_ok()) {
+        anyhow::bail!("a recall target failed (see the lines marked FAIL)");
     }
     Ok(())
 }

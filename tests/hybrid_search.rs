@@ -101,6 +101,28 @@ async fn with_a_model_a_request_in_other_words_finds_the_tool_that_lexical_searc
 }
 
 #[tokio::test]
+async fn the_flat_profiles_tool_search_is_hybrid_whatever_the_ranking_and_keyword_discovery_never_is() {
+    let Some(model) = model() else { return };
+    let s = TestServer::start_with(config(Some(model), "sqlite::memory:")).await;
+    let mut flat = definition();
+    flat.control = Some(pb::ControlConfig { profile: pb::Profile::Flat as i32, ..Default::default() });
+    s.create("flat", flat).await;
+    let mut keyword = definition();
+    keyword.control = None;
+    s.create("keyword", keyword).await;
+    wait_ready(&s, "flat").await;
+    wait_ready(&s, "keyword").await;
+    let found = s.call_result("flat", "r", "", "tool_search", serde_json::json!({"query": "fly from Paris to Rome"})).await.0;
+    assert_eq!(found["tools"][0]["name"], "travel__search_flights", "{found}");
+    let lexical = TestServer::start_with(config(None, "sqlite::memory:")).await;
+    let mut keyword = definition();
+    keyword.control = None;
+    lexical.create("keyword", keyword).await;
+    let q = "fly from Paris to Rome";
+    assert_eq!(discover(&s, "keyword", q, "").await, discover(&lexical, "keyword", q, "").await, "the keyword ranking ignores the model");
+}
+
+#[tokio::test]
 async fn hybrid_ranking_keeps_exact_names_first_and_the_group_filter() {
     let Some(model) = model() else { return };
     let s = TestServer::start_with(config(Some(model), "sqlite::memory:")).await;

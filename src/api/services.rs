@@ -189,7 +189,10 @@ impl pb::discovery_server::Discovery for DiscoveryService {
         let catalog = self.catalog(&req, agent, run).await?;
         let r = req.into_inner();
         let q = DiscoverRequest { query: r.query, group: group_opt(r.group), detail: detail_request(r.detail)?, limit: r.limit, offset: r.offset };
-        let qv = self.router.registry().query_vector(&catalog, &q.query).await;
+        let qv = match catalog.control.ranking {
+            crate::catalog::Ranking::Natural => self.router.registry().query_vector(&catalog, &q.query).await,
+            _ => None,
+        };
         let page = discovery::discover(&catalog, &q, qv.as_deref()).map_err(|e| fail(&catalog, e))?;
         let full = page.detail == Detail::Full;
         Ok(Response::new(pb::DiscoverToolsResponse {

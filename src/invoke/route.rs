@@ -30,11 +30,12 @@ pub fn answer_control(catalog: &Catalog, call: &ToolCall, arguments: &Arguments,
     }
 }
 
-/// The search text of a discovery call that ranks tools (`discover_tools`, `tool_search`).
+/// The search text of a discovery call ranked by the natural-language ranker: `tool_search`
+/// always, `discover_tools` when the definition chose it.
 pub fn search_text(catalog: &Catalog, call: &ToolCall, arguments: &Arguments) -> Option<String> {
     let args = arguments.as_ref().ok()?;
     match control::parse_control_call(catalog, &call.tool_name, args)? {
-        Ok(ControlCall::Discover(req)) => Some(req.query),
+        Ok(ControlCall::Discover(req)) if catalog.control.ranking == crate::catalog::Ranking::Natural => Some(req.query),
         Ok(ControlCall::Search { query, .. }) => Some(query),
         _ => None,
     }

@@ -117,11 +117,11 @@ impl Registry {
         self.embeddings.as_ref()
     }
 
-    /// The query's vector when `catalog` searches naturally and its embeddings are
-    /// complete; `None` means lexical search.
+    /// The query's vector for a natural-language search of `catalog`, when its embeddings are
+    /// complete; `None` means lexical search (also for a query discovery refuses as too long).
     pub async fn query_vector(&self, catalog: &Catalog, query: &str) -> Option<Arc<[f32]>> {
         let e = self.embeddings.as_ref()?;
-        if catalog.control.ranking != crate::catalog::Ranking::Natural || catalog.vectors().is_none() || query.trim().is_empty() {
+        if catalog.vectors().is_none() || query.trim().is_empty() || query.len() > crate::control::discovery::MAX_QUERY_BYTES {
             return None;
         }
         e.query(query).await

@@ -169,7 +169,7 @@ fn check_tokens(text: &str) {
 fn call(catalog: &Catalog, tool: &str, args: &Value) -> Result<String, String> {
     let parsed = parse_control_call(catalog, tool, args).expect("a control tool of this catalog");
     let result = match parsed {
-        Ok(call) => answer_discovery(catalog, &call).expect("a discovery call").render(),
+        Ok(call) => answer_discovery(catalog, &call, None).expect("a discovery call").render(),
         Err(message) => return Err(format!("parse: {message}")),
     };
     if result.is_error {

@@ -88,12 +88,9 @@ impl Embeddings {
         }
         let embedder = self.embedder.clone();
         let owned = text.to_owned();
-        let v: Arc<[f32]> = match tokio::task::spawn_blocking(move || embedder.embed(&[&owned])).await {
-            Ok(Ok(mut v)) => v.pop()?.into(),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "embedding a query failed; searching lexically");
-                return None;
-            }
+        let embedded = tokio::task::spawn_blocking(move || embedder.embed(&[&owned])).await.map_err(|e| e.to_string());
+        let v: Arc<[f32]> = match embedded.and_then(|r| r.map_err(|e| e.to_string())) {
+            Ok(mut v) => v.pop()?.into(),
             Err(e) => {
                 tracing::warn!(error = %e, "embedding a query failed; searching lexically");
                 return None;

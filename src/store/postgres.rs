@@ -938,12 +938,7 @@ impl PgStore {
 
     /// Deletes at most `limit` rows of each kind older than `before`.
     pub async fn purge(&self, before: i64, limit: u32) -> Result<Purged, StoreError> {
-        let calls = sqlx::query("DELETE FROM tool_calls WHERE ctid IN (SELECT ctid FROM tool_calls WHERE update_time < $1 LIMIT $2)")
-            .bind(before)
-            .bind(limit as i64)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
+        let calls = self.delete_older("tool_calls", "update_time", before, limit).await?;
         let deferred = sqlx::query(
             "DELETE FROM deferred WHERE ctid IN \
              (SELECT ctid FROM deferred WHERE state IN ('resolved', 'expired') AND resolve_time < $1 LIMIT $2)",
@@ -959,30 +954,21 @@ impl PgStore {
     /// Deletes at most `limit` consents that expired before `now` and at most `limit` tokens
     /// last written before `tokens_updated_before`.
     pub async fn purge_oauth(&self, now: i64, tokens_updated_before: i64, limit: u32) -> Result<(u64, u64), StoreError> {
-        let consents = sqlx::query("DELETE FROM oauth_consents WHERE ctid IN (SELECT ctid FROM oauth_consents WHERE expire_time < $1 LIMIT $2)")
-            .bind(now)
-            .bind(limit as i64)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-        let tokens = sqlx::query("DELETE FROM oauth_tokens WHERE ctid IN (SELECT ctid FROM oauth_tokens WHERE updated < $1 LIMIT $2)")
-            .bind(tokens_updated_before)
-            .bind(limit as i64)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
+        let consents = self.delete_older("oauth_consents", "expire_time", now, limit).await?;
+        let tokens = self.delete_older("oauth_tokens", "updated", tokens_updated_before, limit).await?;
         Ok((consents, tokens))
     }
 
     /// Deletes at most `limit` embeddings unused since before `used_before`.
     pub async fn purge_embeddings(&self, used_before: i64, limit: u32) -> Result<u64, StoreError> {
-        let n = sqlx::query("DELETE FROM embeddings WHERE ctid IN (SELECT ctid FROM embeddings WHERE used_at < $1 LIMIT $2)")
-            .bind(used_before)
-            .bind(limit as i64)
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
-        Ok(n)
+        self.delete_older("embeddings", "used_at", used_before, limit).await
+    }
+
+    /// Deletes at most `limit` rows of `table` whose `column` is below `before` (a batch of a
+    /// purge; `table` and `column` are ours, never input).
+    async fn delete_older(&self, table: &str, column: &str, before: i64, limit: u32) -> Result<u64, StoreError> {
+        let sql = format!("DELETE FROM {table} WHERE ctid IN (SELECT ctid FROM {table} WHERE {column} < $1 LIMIT $2)");
+        Ok(sqlx::query(sqlx::AssertSqlSafe(sql)).bind(before).bind(limit as i64).execute(&self.pool).await?.rows_affected())
     }
 
     // ----- auto-pin usage -----

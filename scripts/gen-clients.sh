@@ -45,7 +45,7 @@ gen_typescript() {
     [ -x "$dir/node_modules/.bin/protoc-gen-es" ] || npm ci --prefix "$dir" --no-audit --no-fund --loglevel=error
     [ -x scripts/buf/node_modules/.bin/buf ] || npm ci --prefix scripts/buf --no-audit --no-fund --loglevel=error
     rm -rf "$dir/src/gen"
-    PATH="$root/$dir/node_modules/.bin:$PATH" scripts/buf/node_modules/.bin/buf generate --template "$dir/buf.gen.yaml" --output "$dir"
+    PATH="$root/$dir/node_modules/.bin:$PATH" scripts/buf/node_modules/.bin/buf generate --template "$dir/buf.gen.yaml"
 }
 
 gen_go() {

@@ -41,7 +41,7 @@ test("an approval waits, then runs once approved; a denial never runs", async ()
     ["r2", "call_tool", callTool("crm", "refund_payment", { customer_id: 7, amount: 9 })],
   ), "openai_chat");
   assert.deepEqual(out.deferred.map((d) => [d.kind, d.toolCallId]), [["approval", "r1"], ["approval", "r2"]]);
-  assert.deepEqual((await client.listDeferred({ agent, run: "r1" })).map((r) => r.deferred.deferredId), out.deferred.map((d) => d.deferredId));
+  assert.deepEqual((await client.listDeferred({ agent, run: "r1" })).map((r) => r.deferred.deferredId).sort(), out.deferred.map((d) => d.deferredId).sort());
   const done = await client.resolve(out.deferred[0].deferredId, { approve: true }, { format: "openai_chat" });
   assert.deepEqual(done.content, { refunded: 5, customer_id: 42, status: "done" });
   assert.equal(done.provider.tool_call_id, "r1");
@@ -95,4 +95,24 @@ test("bad input is a clear error naming the field", async () => {
   for (const [call, field] of cases) {
     await assert.rejects(call, (e) => e instanceof ClientInputError && e.field === field && e.message.startsWith(`${field}: `), field);
   }
+});
+
+test("README's host loop answers Ada after the approved refund", async () => {
+  const { hostLoop } = await import("../examples/host-loop.js");
+  const agent = await server.crmAgent();
+  const asked = [];
+  const chat = async (messages, tools) => {
+    assert.ok(tools.some((t) => t.function.name === "call_tool"));
+    if (messages.at(-1).role === "user") {
+      const calls = [["refund", callTool("crm", "refund_payment", { customer_id: 42, amount: 5 })], ["name", callTool("crm", "customer_name", { customer_id: 42 })]];
+      return assistant(...calls.map(([id, args]) => [id, "call_tool", args]));
+    }
+    const answers = Object.fromEntries(messages.filter((m) => m.role === "tool").map((m) => [m.tool_call_id, m.content]));
+    assert.deepEqual(Object.keys(answers).sort(), ["name", "refund"]);
+    return { role: "assistant", content: answers.name };
+  };
+  assert.equal(await hostLoop(client, agent, "loop", chat, async (d) => (asked.push(d.tool), true), "Refund 42, then their name?"), "Ada");
+  assert.deepEqual(asked, ["refund_payment"]);
+  const [record] = await client.listDeferred({ agent, state: "resolved" });
+  assert.equal(record.resolution, "approved");
 });

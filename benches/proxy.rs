@@ -2,13 +2,18 @@
 //! `ToolExecutor.Execute` directly (SPEC §10: ≤ 150 µs added at p50 on loopback, ≥ 10,000
 //! proxied calls/s per replica).
 //!
-//! `cargo bench --bench proxy`. Everything runs in this process on 127.0.0.1 (toolrouter on a
-//! runtime of its own, so its CPU time is counted apart): the echo
-//! executor, toolrouter (SQLite file store, then the in-memory store) and the clients.
+//! `cargo bench --bench proxy [-- --threads N --postgres URL]`. Everything runs in this process
+//! on 127.0.0.1 (toolrouter on a runtime of its own, so its CPU time is counted apart): the
+//! echo executor, toolrouter and the clients. Paths, in one run: `direct` (the executor),
+//! `passthrough` (a bare tonic pass-through proxy: the extra hop any gRPC proxy pays), `plain`
+//! (toolrouter without run or tool_call_id), `exactly_once_sqlite` (run + tool_call_id on a
+//! SQLite file) and `exactly_once_postgres` (the same on PostgreSQL, when a server is given by
+//! `--postgres` or TOOLROUTER_TEST_POSTGRES_URL). Prints a table, the CPU ratios to the
+//! pass-through, and every figure as one JSON line.
 //! Knobs (environment): BENCH_LAT_CALLS (3000), BENCH_TP_CALLS (20000), BENCH_TASKS (64),
-//! BENCH_CHANNELS (4); for profiling one path, BENCH_STORES (file,memory) and BENCH_MODES
-//! (direct,bare,once,anon,store; `run` adds a run id without tool_call_id). `bare` is a minimal tonic pass-through proxy: the cost of
-//! the extra hop that any gRPC proxy pays, measured in the same run.
+//! BENCH_CHANNELS (4); BENCH_STORES (file[,postgres]; also memory) and BENCH_MODES
+//! (direct,bare,once,anon; also `run`: a run id without tool_call_id, `store`: the store's
+//! claim + finish alone).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -476,13 +481,42 @@ async fn bench_store(
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// The path's name in the JSON lines and the ratios.
+fn path_name(store: &str, mode: Mode) -> String {
+    match (mode, store) {
+        (Mode::Direct, _) => "direct".into(),
+        (Mode::Bare, _) => "passthrough".into(),
+        (Mode::Anonymous, _) => "plain".into(),
+        (Mode::ExactlyOnce, "postgres") => "exactly_once_postgres".into(),
+        (Mode::ExactlyOnce, "sqlite file") => "exactly_once_sqlite".into(),
+        (Mode::ExactlyOnce, _) => "exactly_once_sqlite_memory".into(),
+        (Mode::RunOnly, _) => "run_only".into(),
+        (Mode::StoreOnly, s) => format!("store_only_{}", s.replace(' ', "_")),
+    }
+}
+
+/// `--threads N` (worker threads of toolrouter's runtime and of the clients'; default: the
+/// cores) and `--postgres URL` (else TOOLROUTER_TEST_POSTGRES_URL): the PostgreSQL leg.
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().enumerate().find_map(|(i, a)| match a.strip_prefix(name) {
+        Some("") => args.get(i + 1).cloned(),
+        Some(rest) => rest.strip_prefix('=').map(str::to_owned),
+        None => None,
+    })
+}
+
 fn main() {
+    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let threads = arg("--threads").and_then(|n| n.parse().ok()).filter(|&n: &usize| n > 0).unwrap_or(cores);
+    let postgres = arg("--postgres").or_else(|| std::env::var("TOOLROUTER_TEST_POSTGRES_URL").ok()).filter(|u| !u.is_empty());
+    let default_stores = if postgres.is_some() { "file,postgres" } else { "file" };
     let sizes = Sizes {
         lat_calls: knob("BENCH_LAT_CALLS", 3000),
         tp_calls: knob("BENCH_TP_CALLS", 20_000),
         tasks: knob("BENCH_TASKS", 64),
         channels: knob("BENCH_CHANNELS", 4),
-        modes: list("BENCH_MODES", "direct,bare,once,anon,store")
+        modes: list("BENCH_MODES", "direct,bare,once,anon")
             .iter()
             .filter_map(|m| match m.as_str() {
                 "direct" => Some(Mode::Direct),
@@ -494,13 +528,13 @@ fn main() {
                 _ => None,
             })
             .collect(),
-        stores: list("BENCH_STORES", "file,memory"),
+        stores: list("BENCH_STORES", default_stores),
     };
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
     // Clients and the executor on one runtime, toolrouter on another (as it would be in its
-    // own process), each with a worker per core.
-    let rt = tokio::runtime::Builder::new_multi_thread().thread_name("bench-peers").enable_all().build().expect("runtime");
-    let service = tokio::runtime::Builder::new_multi_thread().thread_name(SERVICE_THREADS).enable_all().build().expect("runtime");
+    // own process), each with `threads` workers.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(threads).thread_name("bench-peers").enable_all().build().expect("runtime");
+    let service =
+        tokio::runtime::Builder::new_multi_thread().worker_threads(threads).thread_name(SERVICE_THREADS).enable_all().build().expect("runtime");
     let svc = service.handle().clone();
     let started = Instant::now();
     let load = || {
@@ -513,14 +547,28 @@ fn main() {
         let mut rows = Vec::new();
         let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
         let path = std::env::temp_dir().join(format!("toolrouter-bench-{}-{nanos}.db", std::process::id()));
-        if sizes.stores.iter().any(|s| s == "file") {
-            bench_store(&svc, "sqlite file", format!("sqlite://{}", path.display()), exec, &echo, &sizes, &mut rows).await;
-            for suffix in ["", "-wal", "-shm"] {
-                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
-            }
+        // The first store measures every path; later ones only their exactly-once path.
+        let mut first = true;
+        for store in &sizes.stores {
+            let (label, url) = match store.as_str() {
+                "file" => ("sqlite file", format!("sqlite://{}", path.display())),
+                "memory" => ("sqlite memory", "sqlite::memory:".to_string()),
+                "postgres" => match &postgres {
+                    Some(url) => ("postgres", url.clone()),
+                    None => {
+                        println!("postgres: no server given (--postgres URL or TOOLROUTER_TEST_POSTGRES_URL); skipped");
+                        continue;
+                    }
+                },
+                other => panic!("unknown store {other:?} in BENCH_STORES (file, memory, postgres)"),
+            };
+            let modes = if first { sizes.modes.clone() } else { sizes.modes.iter().copied().filter(|m| *m == Mode::ExactlyOnce).collect() };
+            first = false;
+            let s = Sizes { modes, stores: Vec::new(), ..sizes };
+            bench_store(&svc, label, url, exec, &echo, &s, &mut rows).await;
         }
-        if sizes.stores.iter().any(|s| s == "memory") {
-            bench_store(&svc, "sqlite memory", "sqlite::memory:".into(), exec, &echo, &sizes, &mut rows).await;
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
         }
         stop.cancel();
         rows
@@ -528,7 +576,8 @@ fn main() {
 
     println!();
     println!(
-        "toolrouter proxy benchmark: loopback 127.0.0.1; latency: {} sequential calls per path (after {WARMUP} warm-up), the paths taking turns;",
+        "toolrouter proxy benchmark: loopback 127.0.0.1, {threads} worker thread(s) per runtime; latency: {} sequential calls per path \
+         (after {WARMUP} warm-up), the paths taking turns;",
         sizes.lat_calls
     );
     println!(
@@ -541,56 +590,61 @@ fn main() {
     println!();
     let cpu = |c: Option<f64>| c.map(|c| format!("{c:.1}")).unwrap_or_else(|| "n/a".into());
     println!(
-        "{:<14} {:<30} {:>9} {:>9} {:>9} {:>10} {:>13} {:>17}",
-        "store", "path", "p50 µs", "p99 µs", "mean µs", "calls/s", "CPU µs/call", "toolrouter CPU µs"
+        "{:<28} {:<14} {:>9} {:>9} {:>9} {:>10} {:>13} {:>15}",
+        "path", "store", "p50 µs", "p99 µs", "mean µs", "calls/s", "CPU µs/call", "hop CPU µs/call"
     );
+    // The hop's own CPU per call: toolrouter's threads (or the pass-through's, on the same
+    // runtime); for the direct path, the whole process (clients and executor).
+    let hop_cpu = |r: &Row| if r.mode == Mode::Direct { r.tp.cpu_all } else { r.tp.cpu_service };
     for r in &rows {
+        let name = path_name(r.store, r.mode);
         println!(
-            "{:<14} {:<30} {:>9.1} {:>9.1} {:>9.1} {:>10.0} {:>13} {:>17}",
-            r.store,
-            r.mode.label(),
+            "{name:<28} {:<14} {:>9.1} {:>9.1} {:>9.1} {:>10.0} {:>13} {:>15}",
+            if matches!(r.mode, Mode::Direct | Mode::Bare) { "-" } else { r.store },
             r.lat.p50,
             r.lat.p99,
             r.lat.mean,
             r.tp.rate,
             cpu(r.tp.cpu_all),
-            if r.mode == Mode::Direct { "-".to_string() } else { cpu(r.tp.cpu_service) },
+            cpu(hop_cpu(r)),
         );
-    }
-    println!("(CPU µs/call: the whole process, clients + toolrouter + executor; toolrouter CPU µs: its own threads only,");
-    println!(" per throughput call.)");
-    println!();
-    println!(
-        "{:<14} {:<30} {:>13} {:>13} {:>17} {:>13}",
-        "store", "proxied path", "added p50 µs", "added p99 µs", "throughput ratio", "added CPU µs"
-    );
-    let mut verdicts = Vec::new();
-    for store in ["sqlite file", "sqlite memory"] {
-        let Some(direct) = rows.iter().find(|r| r.store == store && r.mode == Mode::Direct) else { continue };
-        for r in rows.iter().filter(|r| r.store == store && !matches!(r.mode, Mode::Direct | Mode::StoreOnly)) {
-            let (a50, a99, ratio) = (r.lat.p50 - direct.lat.p50, r.lat.p99 - direct.lat.p99, r.tp.rate / direct.tp.rate);
-            let added_cpu = r.tp.cpu_all.zip(direct.tp.cpu_all).map(|(p, d)| format!("{:+.1}", p - d)).unwrap_or_else(|| "n/a".into());
-            println!("{:<14} {:<30} {:>+13.1} {:>+13.1} {:>16.2}x {:>13}", store, r.mode.label(), a50, a99, ratio, added_cpu);
-            if r.mode == Mode::ExactlyOnce {
-                // A replica's capacity: its cores over its own CPU time per call.
-                let capacity = r.tp.cpu_service.map(|c| cores as f64 * 1e6 / c.max(1.0));
-                let over_bare = rows.iter().find(|b| b.store == store && b.mode == Mode::Bare).map(|b| r.lat.p50 - b.lat.p50);
-                verdicts.push((store, a50, over_bare, r.tp.rate, capacity));
-            }
-        }
-    }
-    println!();
-    let ok = |b: bool| if b { "PASS" } else { "MISS" };
-    for (store, a50, over_bare, rate, capacity) in verdicts {
-        println!("budget ({store}, run + tool_call_id): added p50 {a50:.1} µs ≤ 150 µs: {}", ok(a50 <= 150.0));
-        if let Some(b) = over_bare {
-            println!("  of which beyond the bare pass-through's extra hop: {b:+.1} µs at p50");
-        }
-        println!("  throughput measured here, sharing the cores with clients and executor: {rate:.0} proxied calls/s");
-        if let Some(c) = capacity {
+        let line = |figure: &str, value: f64| {
             println!(
-                "  a replica with the {cores} cores to itself (cores / toolrouter CPU per call): ~{c:.0} calls/s ≥ 10,000: {}",
-                ok(c >= 10_000.0)
+                "{}",
+                serde_json::json!({"bench": "proxy", "figure": figure, "path": name, "threads": threads, "value": (value * 10.0).round() / 10.0})
+            )
+        };
+        if let Some(c) = hop_cpu(r) {
+            line("cpu_per_call_us", c);
+        }
+        line("p50_us", r.lat.p50);
+        line("p99_us", r.lat.p99);
+        line("calls_per_s", r.tp.rate);
+    }
+    println!("(CPU µs/call: the whole process; hop CPU: toolrouter's or the pass-through's own threads per throughput call,");
+    println!(" the direct path's is the whole process. PostgreSQL's own CPU is in its server, not counted here.)");
+    println!();
+    let find = |name: &str| rows.iter().find(|r| path_name(r.store, r.mode) == name);
+    let ok = |b: bool| if b { "ok" } else { "OVER" };
+    if let Some(bare) = find("passthrough").and_then(|b| b.tp.cpu_service) {
+        for (name, target) in [("plain", 1.2), ("exactly_once_sqlite", 1.6), ("exactly_once_postgres", f64::NAN)] {
+            let Some(c) = find(name).and_then(|r| r.tp.cpu_service) else { continue };
+            let ratio = c / bare;
+            let verdict = if target.is_nan() { String::new() } else { format!(" (target ≤ {target}×: {})", ok(ratio <= target)) };
+            println!("hop CPU per call, {name} ÷ passthrough: {c:.1} ÷ {bare:.1} µs = {ratio:.2}×{verdict}");
+            println!(
+                "{}",
+                serde_json::json!({"bench": "proxy", "figure": "cpu_ratio_to_passthrough", "path": name, "threads": threads, "value": (ratio * 100.0).round() / 100.0})
+            );
+        }
+    }
+    if let (Some(direct), Some(once)) = (find("direct"), find("exactly_once_sqlite")) {
+        let added = once.lat.p50 - direct.lat.p50;
+        println!("added p50 of exactly_once_sqlite over direct: {added:+.1} µs (SPEC §10: ≤ 150 µs: {})", ok(added <= 150.0));
+        if let Some(c) = once.tp.cpu_service {
+            println!(
+                "a replica with the {cores} cores to itself (cores / toolrouter CPU per call): ~{:.0} calls/s (SPEC §10: ≥ 10,000)",
+                cores as f64 * 1e6 / c.max(1.0)
             );
         }
     }

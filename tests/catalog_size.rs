@@ -59,8 +59,10 @@ fn definition(n: usize, groups: usize) -> AgentDefinition {
         let tools = (0..n / groups)
             .map(|i| {
                 let w = |k: usize| words[(i * 7 + g * 3 + k) % words.len()];
+                // Distinct per tool (the catalog shares identical schemas).
                 let schema = json!({
                     "type": "object",
+                    "description": format!("Input of tool {i} of group {g}."),
                     "properties": {
                         format!("{}_id", w(0)): {"type": "integer", "description": format!("The {} to look up, as a numeric id.", w(0))},
                         "filter": {"type": "object", "properties": {

@@ -240,7 +240,7 @@ pub fn pb_entry(catalog: &Catalog, i: u32, full: bool) -> pb::ToolEntry {
     };
     if full {
         e.description = t.description.clone();
-        e.parameters_json_schema = t.input_schema_json.get().to_string();
+        e.parameters_json_schema = t.input_schema_json().get().to_string();
         e.output_schema_json = t.output_schema_json.as_ref().map(|r| r.get().to_string()).unwrap_or_default();
         e.instructions = tool_instructions(catalog, t).unwrap_or_default().to_string();
     } else {

@@ -20,6 +20,9 @@ use crate::search::keyword::KeywordIndex;
 use crate::search::natural::{NaturalConfig, NaturalIndex};
 use crate::search::{SearchDoc, fields};
 
+/// Randomly seeded per process: schema texts come from tenants and upstream servers.
+type RandomState = foldhash::fast::RandomState;
+
 /// A tool after preparation, grouped or direct.
 #[derive(Debug)]
 pub struct PreparedTool {
@@ -28,9 +31,9 @@ pub struct PreparedTool {
     /// Canonical name for grouped tools; the local name for direct tools.
     pub name: String,
     pub description: String,
-    pub input_schema: Value,
-    /// Compact JSON text of the input schema, key order kept.
-    pub input_schema_json: Box<RawValue>,
+    /// Its input schema, shared by every tool of the version (and of versions compiled from
+    /// it) declaring the same schema text.
+    schema: Arc<Schema>,
     pub output_schema_json: Option<Box<RawValue>>,
     pub source: usize,
     pub kind: ToolKind,
@@ -40,24 +43,73 @@ pub struct PreparedTool {
     pub timeout: Option<Duration>,
     pub pin: bool,
     pub additional_search_text: String,
+    /// The catalog's byte count, which lazily built parts add to.
+    bytes: Arc<AtomicUsize>,
+}
+
+/// One distinct input schema: its compact text and search fields, kept; its parsed value,
+/// validator and provider dialects built on first use, once for all tools sharing it.
+#[derive(Debug)]
+pub struct Schema {
+    /// Compact JSON text, key order kept.
+    json: Box<RawValue>,
+    /// Property names at any depth, space-separated (`search::fields::schema_fields`).
+    property_names: Box<str>,
+    /// `description` strings inside the schema, newline-separated.
+    descriptions: Box<str>,
+    value: OnceLock<Value>,
     validator: OnceLock<Result<Arc<Validator>, String>>,
     adapted: OnceLock<Arc<Adapted>>,
-    /// The catalog's byte count, which a validator adds to once built.
-    bytes: Arc<AtomicUsize>,
 }
 
 /// A compiled validator takes about this many bytes per byte of its schema's text (measured
 /// by `tests/catalog_size.rs`; rounded up).
 const VALIDATOR_BYTES_PER_SCHEMA_BYTE: usize = 20;
 
+impl Schema {
+    /// Parses declared schema text, keeping only its compact form and search fields.
+    fn prepare(text: &str) -> Result<Schema, String> {
+        let value = schema::parse(text)?;
+        let (names, descriptions) = fields::schema_fields(&value);
+        Ok(Schema {
+            json: compact(&value),
+            property_names: names.join(" ").into(),
+            descriptions: descriptions.join("\n").into(),
+            value: OnceLock::new(),
+            validator: OnceLock::new(),
+            adapted: OnceLock::new(),
+        })
+    }
+
+    fn heap_bytes(&self) -> usize {
+        use crate::mem::text;
+        size_of::<Schema>() + text(self.json.get()) + text(&self.property_names) + text(&self.descriptions)
+    }
+}
+
 impl PreparedTool {
+    /// Compact JSON text of the input schema.
+    pub fn input_schema_json(&self) -> &RawValue {
+        &self.schema.json
+    }
+
+    /// The input schema, parsed on first use.
+    pub fn input_schema(&self) -> &Value {
+        self.schema.value.get_or_init(|| {
+            let value: Value = serde_json::from_str(self.schema.json.get()).unwrap_or_else(|_| serde_json::json!({"type": "object"}));
+            self.bytes.fetch_add(crate::mem::json(&value), Ordering::Relaxed);
+            value
+        })
+    }
+
     /// The argument validator, compiled on first use.
     pub fn validator(&self) -> Result<Arc<Validator>, String> {
-        self.validator
+        self.schema
+            .validator
             .get_or_init(|| {
-                let built = schema::build(&self.input_schema).map(Arc::new);
+                let built = schema::build(self.input_schema()).map(Arc::new);
                 if built.is_ok() {
-                    self.bytes.fetch_add(self.input_schema_json.get().len() * VALIDATOR_BYTES_PER_SCHEMA_BYTE, Ordering::Relaxed);
+                    self.bytes.fetch_add(self.schema.json.get().len() * VALIDATOR_BYTES_PER_SCHEMA_BYTE, Ordering::Relaxed);
                 }
                 built
             })
@@ -66,13 +118,29 @@ impl PreparedTool {
 
     /// The input schema in each provider's dialect, adapted on first use.
     pub fn adapted(&self) -> Arc<Adapted> {
-        self.adapted
+        self.schema
+            .adapted
             .get_or_init(|| {
-                let a = Adapted::of(&self.input_schema);
+                let a = Adapted::of(self.input_schema());
                 self.bytes.fetch_add(a.heap_bytes(), Ordering::Relaxed);
                 Arc::new(a)
             })
             .clone()
+    }
+
+    /// The tool as the search indexes see it (grouped tools).
+    fn search_doc(&self) -> SearchDoc {
+        let one = |s: &str| if s.is_empty() { Vec::new() } else { vec![s.to_owned()] };
+        SearchDoc {
+            name: self.local.clone(),
+            description: self.description.clone(),
+            group: self.group.clone().unwrap_or_default(),
+            canonical: self.name.clone(),
+            // One string per field: the indexes split at the separators as between strings.
+            property_names: one(&self.schema.property_names),
+            schema_descriptions: one(&self.schema.descriptions),
+            additional_search_text: self.additional_search_text.clone(),
+        }
     }
 }
 
@@ -111,7 +179,6 @@ pub struct Catalog {
     /// Sources whose tools could not be listed this time (set by the registry).
     pub unavailable: Vec<String>,
     pub index: KeywordIndex,
-    docs: Vec<SearchDoc>,
     natural: OnceLock<NaturalIndex>,
     /// The tools' embeddings, set once computed (hybrid search; `registry::embeddings`).
     vectors: OnceLock<Vectors>,
@@ -121,9 +188,6 @@ pub struct Catalog {
     /// built (shared with the tools).
     bytes: Arc<AtomicUsize>,
     group_index: HashMap<String, usize>,
-    by_canonical: HashMap<String, u32>,
-    /// Lower-cased local and canonical names → search documents, ordered by canonical name.
-    exact_names: HashMap<String, Vec<u32>>,
     direct_by_name: HashMap<String, u32>,
 }
 
@@ -141,6 +205,20 @@ impl Catalog {
     /// Compiles a validated definition. `listed` holds the tools read from executors and MCP
     /// servers at preparation, by source id; declared tools are used for the other sources.
     pub fn compile(def: &AgentDefinition, listed: &BTreeMap<String, Vec<ToolDeclaration>>) -> Catalog {
+        Self::compile_from(def, listed, None)
+    }
+
+    /// [`Catalog::compile`], reusing what `previous` (an earlier version of the same agent)
+    /// already prepared for tools declared the same way.
+    pub fn compile_from(def: &AgentDefinition, listed: &BTreeMap<String, Vec<ToolDeclaration>>, previous: Option<&Catalog>) -> Catalog {
+        // Distinct schemas by declared text: each is parsed and compacted once, and a text
+        // the previous version already prepared is taken from it.
+        let mut schemas: HashMap<&str, Arc<Schema>, RandomState> = HashMap::default();
+        if let Some(previous) = previous {
+            for t in &previous.tools {
+                schemas.entry(t.schema.json.get()).or_insert_with(|| t.schema.clone());
+            }
+        }
         let control = def.control.resolve();
         let mut group_of: HashMap<&str, &str> = HashMap::new();
         for (g, group) in &def.groups {
@@ -162,7 +240,8 @@ impl Catalog {
             sources.push(PreparedSource {
                 id: source.id.clone(),
                 instructions: source.instructions.clone(),
-                kind: source.kind.clone(),
+                // Its tools are the prepared ones: the declarations are not kept twice.
+                kind: source.kind.without_tools(),
                 group: group.clone(),
             });
             let from_listing = listed.get(&source.id);
@@ -181,12 +260,15 @@ impl Catalog {
                     diagnostics.push(format!("source {:?}: tool {:?} skipped: {p}", source.id, decl.name));
                     continue;
                 }
-                let input_schema = match schema::parse(&decl.input_schema) {
-                    Ok(s) => s,
-                    Err(e) => {
-                        diagnostics.push(format!("source {:?}: tool {:?} skipped: input schema {e}", source.id, decl.name));
-                        continue;
-                    }
+                let input_schema = match schemas.get(decl.input_schema.as_str()) {
+                    Some(s) => s.clone(),
+                    None => match Schema::prepare(&decl.input_schema) {
+                        Ok(s) => schemas.entry(decl.input_schema.as_str()).or_insert(Arc::new(s)).clone(),
+                        Err(e) => {
+                            diagnostics.push(format!("source {:?}: tool {:?} skipped: input schema {e}", source.id, decl.name));
+                            continue;
+                        }
+                    },
                 };
                 let output = if decl.output_schema.trim().is_empty() { None } else { schema::parse(&decl.output_schema).ok().map(|v| compact(&v)) };
                 let name = match &group {
@@ -247,8 +329,7 @@ impl Catalog {
                     local: decl.name.clone(),
                     name,
                     description: decl.description.clone(),
-                    input_schema_json: compact(&input_schema),
-                    input_schema,
+                    schema: input_schema,
                     output_schema_json: output,
                     source: si,
                     kind: source.kind.kind(),
@@ -258,8 +339,6 @@ impl Catalog {
                     timeout,
                     pin: pin && group.is_some(),
                     additional_search_text: search_text,
-                    validator: OnceLock::new(),
-                    adapted: OnceLock::new(),
                     bytes: bytes.clone(),
                 });
             }
@@ -268,28 +347,15 @@ impl Catalog {
         let mut grouped = Vec::new();
         let mut direct = Vec::new();
         let mut pinned = Vec::new();
-        let mut by_canonical = HashMap::new();
         let mut direct_by_name = HashMap::new();
-        let mut docs = Vec::new();
         for (i, t) in tools.iter().enumerate() {
             let i = i as u32;
             match &t.group {
-                Some(g) => {
+                Some(_) => {
                     grouped.push(i);
-                    by_canonical.insert(t.name.clone(), i);
                     if t.pin {
                         pinned.push(i);
                     }
-                    let (property_names, schema_descriptions) = fields::schema_fields(&t.input_schema);
-                    docs.push(SearchDoc {
-                        name: t.local.clone(),
-                        description: t.description.clone(),
-                        group: g.clone(),
-                        canonical: t.name.clone(),
-                        property_names,
-                        schema_descriptions,
-                        additional_search_text: t.additional_search_text.clone(),
-                    });
                 }
                 None => {
                     direct.push(i);
@@ -298,7 +364,7 @@ impl Catalog {
             }
         }
         let mut grouped_by_name = grouped.clone();
-        grouped_by_name.sort_by(|&a, &b| tools[a as usize].name.cmp(&tools[b as usize].name));
+        grouped_by_name.sort_unstable_by(|&a, &b| tools[a as usize].name.cmp(&tools[b as usize].name));
         let mut groups: Vec<GroupInfo> =
             def.groups.iter().map(|(name, g)| GroupInfo { name: name.clone(), description: g.description.clone(), tools: Vec::new() }).collect();
         groups.sort_by(|a, b| a.name.cmp(&b.name));
@@ -308,19 +374,7 @@ impl Catalog {
                 groups[group_index[g]].tools.push(t);
             }
         }
-        let index = KeywordIndex::build(&docs);
-        let mut exact_names: HashMap<String, Vec<u32>> = HashMap::new();
-        for (d, doc) in docs.iter().enumerate() {
-            for key in [doc.name.to_lowercase(), doc.canonical.to_lowercase()] {
-                let list = exact_names.entry(key).or_default();
-                if !list.contains(&(d as u32)) {
-                    list.push(d as u32);
-                }
-            }
-        }
-        for list in exact_names.values_mut() {
-            list.sort_by(|&a, &b| docs[a as usize].canonical.cmp(&docs[b as usize].canonical));
-        }
+        let index = KeywordIndex::build(&grouped.iter().map(|&t| tools[t as usize].search_doc()).collect::<Vec<_>>());
         let catalog = Catalog {
             control,
             instructions: def.instructions.clone(),
@@ -335,14 +389,11 @@ impl Catalog {
             diagnostics,
             unavailable: Vec::new(),
             index,
-            docs,
             natural: OnceLock::new(),
             vectors: OnceLock::new(),
             embedding_queued: AtomicBool::new(false),
             bytes,
             group_index,
-            by_canonical,
-            exact_names,
             direct_by_name,
         };
         catalog.bytes.store(catalog.measure(), Ordering::Relaxed);
@@ -361,11 +412,12 @@ impl Catalog {
     /// injective because group names cannot contain `__`).
     pub fn grouped_tool(&self, group: &str, local: &str) -> Option<u32> {
         self.group(group)?;
-        self.by_canonical.get(&canonical_name(group, local)).copied()
+        self.by_canonical(&canonical_name(group, local))
     }
 
     pub fn by_canonical(&self, name: &str) -> Option<u32> {
-        self.by_canonical.get(name).copied()
+        let at = self.grouped_by_name.binary_search_by(|&t| self.tools[t as usize].name.as_str().cmp(name)).ok()?;
+        Some(self.grouped_by_name[at])
     }
 
     pub fn direct_tool(&self, name: &str) -> Option<u32> {
@@ -387,22 +439,32 @@ impl Catalog {
     /// Search documents whose local or canonical name equals the query (trimmed,
     /// case-insensitive), within `group` if given, by canonical name.
     pub fn exact_matches(&self, query: &str, group: Option<&str>) -> Vec<u32> {
-        let key = query.trim().to_lowercase();
-        self.exact_names
-            .get(&key)
-            .map(|docs| docs.iter().copied().filter(|&d| group.is_none_or(|g| self.docs[d as usize].group == g)).collect())
-            .unwrap_or_default()
+        let mut docs: Vec<u32> = self.index.exact_docs(query).iter().copied().filter(|&d| group.is_none_or(|g| self.doc_group(d) == g)).collect();
+        docs.sort_unstable_by(|&a, &b| self.doc_tool(a).name.cmp(&self.doc_tool(b).name));
+        docs
     }
 
-    pub fn search_docs(&self) -> &[SearchDoc] {
-        &self.docs
+    /// The grouped tool of search document `doc`.
+    pub fn doc_tool(&self, doc: u32) -> &PreparedTool {
+        self.tool(self.grouped[doc as usize])
+    }
+
+    /// The group of search document `doc`.
+    pub fn doc_group(&self, doc: u32) -> &str {
+        self.doc_tool(doc).group.as_deref().unwrap_or_default()
+    }
+
+    /// The search documents, one per grouped tool in `grouped` order, made on demand (the
+    /// catalog keeps their text once, in its tools).
+    pub fn search_docs(&self) -> Vec<SearchDoc> {
+        self.grouped.iter().map(|&t| self.tool(t).search_doc()).collect()
     }
 
     /// The natural-language index, built on first use (its bytes then count in
     /// [`Catalog::heap_bytes`]).
     pub fn natural(&self) -> &NaturalIndex {
         self.natural.get_or_init(|| {
-            let index = NaturalIndex::build(&self.docs, &NaturalConfig::default());
+            let index = NaturalIndex::build(&self.search_docs(), &NaturalConfig::default());
             self.bytes.fetch_add(index.heap_bytes(), Ordering::Relaxed);
             index
         })
@@ -416,7 +478,7 @@ impl Catalog {
     /// Sets the embeddings (once; later calls are ignored). Their bytes count in
     /// [`Catalog::heap_bytes`].
     pub fn set_vectors(&self, vectors: Vectors) {
-        assert_eq!(vectors.len(), self.docs.len(), "one embedding per search document");
+        assert_eq!(vectors.len(), self.grouped.len(), "one embedding per search document");
         let bytes = vectors.heap_bytes();
         if self.vectors.set(vectors).is_ok() {
             self.bytes.fetch_add(bytes, Ordering::Relaxed);
@@ -441,33 +503,24 @@ impl Catalog {
 
     /// What compiling owned, measured once at the end of `compile`.
     fn measure(&self) -> usize {
-        use crate::mem::{json, table, text, vec};
+        use crate::mem::{table, text, vec};
         let tool = |t: &PreparedTool| {
             size_of::<PreparedTool>()
                 + t.group.as_deref().map_or(0, text)
                 + text(&t.local)
                 + text(&t.name)
                 + text(&t.description)
-                + json(&t.input_schema)
-                + text(t.input_schema_json.get())
                 + t.output_schema_json.as_deref().map_or(0, |o| text(o.get()))
                 + text(&t.additional_search_text)
         };
-        let doc = |d: &SearchDoc| {
-            size_of::<SearchDoc>()
-                + text(&d.name)
-                + text(&d.description)
-                + text(&d.group)
-                + text(&d.canonical)
-                + d.property_names.iter().map(|p| size_of::<String>() + text(p)).sum::<usize>()
-                + d.schema_descriptions.iter().map(|p| size_of::<String>() + text(p)).sum::<usize>()
-                + text(&d.additional_search_text)
-        };
+        // Shared schemas count once (and in each version that shares them).
+        let mut seen = std::collections::HashSet::new();
+        let schemas: usize = self.tools.iter().filter(|t| seen.insert(Arc::as_ptr(&t.schema))).map(|t| 16 + t.schema.heap_bytes()).sum();
         let names = |m: &HashMap<String, u32>| table(m) + m.keys().map(|k| text(k)).sum::<usize>();
         size_of::<Catalog>()
             + self.tools.iter().map(tool).sum::<usize>()
-            + self.docs.iter().map(doc).sum::<usize>()
-            + self.sources.iter().map(|s| size_of::<PreparedSource>() + text(&s.id) + text(&s.instructions) + source_bytes(&s.kind)).sum::<usize>()
+            + schemas
+            + self.sources.iter().map(|s| size_of::<PreparedSource>() + text(&s.id) + text(&s.instructions)).sum::<usize>()
             + vec(&self.grouped, self.grouped.capacity())
             + vec(&self.grouped_by_name, self.grouped_by_name.capacity())
             + self
@@ -480,19 +533,8 @@ impl Catalog {
             + self.diagnostics.iter().map(|d| text(d)).sum::<usize>()
             + self.index.heap_bytes()
             + table(&self.group_index)
-            + names(&self.by_canonical)
-            + table(&self.exact_names)
-            + self.exact_names.iter().map(|(k, v)| text(k) + vec(v, v.capacity())).sum::<usize>()
             + names(&self.direct_by_name)
     }
-}
-
-/// Bytes a source's own declarations take (their tools are counted as prepared tools).
-fn source_bytes(kind: &SourceKind) -> usize {
-    kind.declared_tools()
-        .iter()
-        .map(|d| size_of::<ToolDeclaration>() + d.name.len() + d.description.len() + d.input_schema.len() + d.output_schema.len())
-        .sum()
 }
 
 /// The control tool names and the names of declared direct and pinned tools (the sources

@@ -53,6 +53,20 @@ impl SourceKind {
         }
     }
 
+    /// The same source without its declared tools (a compiled catalog keeps them prepared).
+    pub fn without_tools(&self) -> SourceKind {
+        match self {
+            SourceKind::Function(f) => SourceKind::Function(FunctionSource {
+                endpoint: f.endpoint.clone(),
+                tools: Vec::new(),
+                timeout: f.timeout,
+                max_concurrency: f.max_concurrency,
+            }),
+            SourceKind::Client(_) => SourceKind::Client(ClientSource::default()),
+            SourceKind::Mcp(m) => SourceKind::Mcp(m.clone()),
+        }
+    }
+
     pub fn kind(&self) -> ToolKind {
         match self {
             SourceKind::Function(_) => ToolKind::Function,

@@ -197,7 +197,7 @@ pub fn entry_json(catalog: &Catalog, i: u32, detail: Detail) -> String {
             tool: &t.local,
             name: &t.name,
             description: &t.description,
-            parameters_json_schema: &t.input_schema_json,
+            parameters_json_schema: t.input_schema_json(),
             output_schema: t.output_schema_json.as_deref(),
             instructions: tool_instructions(catalog, t),
             kind: t.kind.as_str(),
@@ -248,8 +248,7 @@ fn rank_natural(catalog: &Catalog, query: &str, group: Option<&str>, k: usize, q
             let fusion = Fusion::default();
             let depth = want.max(fusion.depth);
             let (lexical, n_lexical) = catalog.natural().search(query, group, depth);
-            let docs = catalog.search_docs();
-            let semantic = vectors.nearest(qv, depth, |d| group.is_none_or(|g| docs[d as usize].group == g));
+            let semantic = vectors.nearest(qv, depth, |d| group.is_none_or(|g| catalog.doc_group(d) == g));
             let only_semantic = semantic.iter().filter(|(d, _)| !lexical.iter().any(|(l, _)| l == d)).count();
             let mut fused = hybrid::fuse(&lexical, &semantic, &fusion);
             fused.truncate(want);

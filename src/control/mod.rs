@@ -56,7 +56,7 @@ pub fn model_tools(catalog: &Catalog, hot: &[u32]) -> (Vec<ModelTool>, String) {
         ModelTool {
             name: t.name.clone(),
             description: t.description.clone(),
-            input_schema_json: t.input_schema_json.get().to_string(),
+            input_schema_json: t.input_schema_json().get().to_string(),
             kind,
             group: t.group.clone().unwrap_or_default(),
             tool: t.local.clone(),

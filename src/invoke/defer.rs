@@ -405,7 +405,7 @@ pub(super) fn call_target(catalog: &Catalog, i: u32, arguments: &Value) -> CallT
         arguments_json: arguments.to_string(),
         definition: TargetDefinition {
             description: t.description.clone(),
-            parameters_json_schema: t.input_schema_json.get().to_string(),
+            parameters_json_schema: t.input_schema_json().get().to_string(),
             output_schema_json: t.output_schema_json.as_ref().map(|r| r.get().to_string()).unwrap_or_default(),
             instructions: crate::control::discovery::tool_instructions(catalog, t).unwrap_or_default().to_string(),
             kind: t.kind.as_str().into(),

@@ -363,7 +363,7 @@ impl Router {
     async fn dispatch(&self, cx: &CallContext, r: &Resolved, call: &ToolCall, i: u32, mut arguments: serde_json::Value) -> Result<Outcome> {
         let tool = r.catalog.tool(i);
         // Nulls a strict-mode schema made the model send for optional properties.
-        crate::catalog::adapt::restore_omitted(&mut arguments, &tool.input_schema);
+        crate::catalog::adapt::restore_omitted(&mut arguments, tool.input_schema());
         if let Err(f) = route::check(tool, &cx.run, &arguments) {
             return Ok(Outcome::Fault(f));
         }

@@ -43,7 +43,7 @@ static SEARCH: LazyLock<(Value, Arc<Adapted>)> = LazyLock::new(|| {
 /// A catalog tool as rendered: borrowed from the version, its adaptation cached with it.
 fn catalog_spec(catalog: &Catalog, i: u32, deferred: bool) -> ToolSpec<'_> {
     let t = catalog.tool(i);
-    ToolSpec { name: &t.name, description: &t.description, schema: &t.input_schema, adapted: t.adapted(), deferred, search: false }
+    ToolSpec { name: &t.name, description: &t.description, schema: t.input_schema(), adapted: t.adapted(), deferred, search: false }
 }
 
 /// The control tools' schemas, parsed and adapted here (a handful of fixed schemas), in

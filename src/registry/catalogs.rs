@@ -268,8 +268,15 @@ mod tests {
 
     /// A catalog of `tools` client tools (about 1 KiB each once compiled).
     fn catalog(tools: usize) -> Catalog {
-        let tools =
-            (0..tools).map(|i| ToolDeclaration { name: format!("tool_{i}"), description: "Does one thing.".into(), ..Default::default() }).collect();
+        // Distinct schemas: a catalog keeps one copy of each distinct schema.
+        let tools = (0..tools)
+            .map(|i| ToolDeclaration {
+                name: format!("tool_{i}"),
+                description: "Does one thing.".into(),
+                input_schema: format!(r#"{{"type":"object","description":"Input {i}: {}"}}"#, "words ".repeat(100)),
+                ..Default::default()
+            })
+            .collect();
         let def = AgentDefinition {
             sources: vec![ToolSource { id: "s".into(), kind: SourceKind::Client(ClientSource { tools }), ..Default::default() }],
             ..Default::default()

@@ -66,7 +66,7 @@ impl Embeddings {
         if catalog.vectors().is_some() {
             return;
         }
-        if catalog.search_docs().is_empty() {
+        if catalog.grouped.is_empty() {
             // Nothing to embed: ready at once.
             catalog.set_vectors(Vectors::new(self.embedder.dims(), []));
             return;
@@ -114,12 +114,7 @@ impl Worker {
             let start = Instant::now();
             match self.fill(&catalog).await {
                 Ok(computed) => {
-                    tracing::debug!(
-                        tools = catalog.search_docs().len(),
-                        computed,
-                        ms = start.elapsed().as_millis() as u64,
-                        "catalog embeddings ready"
-                    )
+                    tracing::debug!(tools = catalog.grouped.len(), computed, ms = start.elapsed().as_millis() as u64, "catalog embeddings ready")
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, "embedding a catalog failed; its search stays lexical until it is tried again");

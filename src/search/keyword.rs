@@ -14,7 +14,9 @@
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
+
+use super::Map as HashMap;
 
 use memchr::memmem;
 
@@ -299,8 +301,8 @@ impl KeywordIndex {
     pub fn build(docs: &[SearchDoc]) -> KeywordIndex {
         let count = u32::try_from(docs.len()).ok().filter(|&n| n < u32::MAX).expect("fewer than 2^32 - 1 documents");
         // Tokens and runs share term ids: most runs are also a token.
-        let mut terms = HashMap::new();
-        let mut char_ids = HashMap::new();
+        let mut terms = HashMap::default();
+        let mut char_ids = HashMap::default();
         let mut words = Occurrences::default();
         let mut run_uses = Occurrences::default();
         let mut chars = Occurrences::default();
@@ -309,8 +311,8 @@ impl KeywordIndex {
         // Per term used as a run, its distinct char ids (so a document's chars come from its
         // distinct runs); empty for other terms.
         let mut run_chars: Vec<Vec<u32>> = Vec::new();
-        let mut exact: HashMap<Box<str>, Vec<u32>> = HashMap::new();
-        let mut groups = HashMap::new();
+        let mut exact: HashMap<Box<str>, Vec<u32>> = HashMap::default();
+        let mut groups = HashMap::default();
         let mut doc_group = Vec::with_capacity(docs.len());
 
         for (id, doc) in (0..count).zip(docs) {
@@ -380,6 +382,12 @@ impl KeywordIndex {
             by_canonical,
             group_members,
         }
+    }
+
+    /// Documents whose lower-cased local or canonical name equals the query trimmed and
+    /// lower-cased, ascending.
+    pub fn exact_docs(&self, query: &str) -> &[u32] {
+        self.exact.get(normalize_exact(query).as_str()).map_or(&[][..], Vec::as_slice)
     }
 
     /// Number of indexed documents.

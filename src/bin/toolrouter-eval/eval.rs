@@ -200,7 +200,7 @@ pub fn build_catalog(tools: &[ToolRecord]) -> Catalog {
         eprintln!("warning: the evaluation definition breaks {} rule(s), first: {} {}", v.len(), v[0].field, v[0].description);
     }
     let compiled = cat::Catalog::compile(&def, &Default::default());
-    let docs = compiled.search_docs().to_vec();
+    let docs = compiled.search_docs();
     let ids = docs.iter().map(|d| ids.get(&d.canonical).cloned().unwrap_or_default()).collect();
     Catalog { docs, ids }
 }

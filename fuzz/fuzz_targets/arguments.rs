@@ -62,7 +62,7 @@ fn check(schema: &str, arguments: &Value) {
         assert!(parse(schema).is_err(), "tool skipped: {:?}", catalog.diagnostics);
         return;
     };
-    let accepted_at_create = check_input(&tool.input_schema).is_ok();
+    let accepted_at_create = check_input(tool.input_schema()).is_ok();
     let verdict = check_arguments(tool, arguments);
     assert_eq!(verdict, check_arguments(tool, arguments), "not deterministic");
     let validator = match tool.validator() {

@@ -221,7 +221,7 @@ fn checked_entry(catalog: &Catalog, i: u32, detail: Detail) -> String {
         }
         Detail::Full => {
             assert_eq!(description, t.description);
-            assert_eq!(entry["parameters_json_schema"], t.input_schema);
+            assert_eq!(&entry["parameters_json_schema"], t.input_schema());
         }
     }
     json
@@ -240,7 +240,7 @@ fn assert_page(got: Result<String, String>, want: Result<String, u32>, catalog: 
 
 /// Keyword ranking restated: `naive_search` over the catalog's documents.
 fn keyword_ranking(catalog: &Catalog, query: &str, group: Option<&str>) -> (Vec<u32>, bool) {
-    let hits: Vec<Hit> = naive_search(catalog.search_docs(), query, group);
+    let hits: Vec<Hit> = naive_search(&catalog.search_docs(), query, group);
     let single_exact = hits.len() == 1 && hits[0].exact;
     (hits.iter().map(|h| catalog.grouped[h.doc as usize]).collect(), single_exact)
 }

@@ -174,19 +174,6 @@ enum Mode {
     Bare,
 }
 
-impl Mode {
-    fn label(self) -> &'static str {
-        match self {
-            Mode::Direct => "direct ToolExecutor.Execute",
-            Mode::ExactlyOnce => "proxied, run + tool_call_id",
-            Mode::Anonymous => "proxied, no run/tool_call_id",
-            Mode::RunOnly => "proxied, run, no tool_call_id",
-            Mode::StoreOnly => "store only: claim + finish",
-            Mode::Bare => "bare gRPC pass-through proxy",
-        }
-    }
-}
-
 fn call_tool_args() -> String {
     format!(r#"{{"group":"bench","tool":"echo","arguments":{ARGS}}}"#)
 }

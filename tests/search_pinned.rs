@@ -222,4 +222,16 @@ fn a_version_compiled_from_its_predecessor_ranks_like_one_compiled_alone() {
     let names =
         |c: &Catalog| c.tools.iter().map(|t| (t.name.clone(), t.description.clone(), t.input_schema_json().get().to_string())).collect::<Vec<_>>();
     assert_eq!(names(&alone), names(&reused));
+    // The schemas were prepared once: shared with the predecessor, and within a version by
+    // every tool declaring the same text.
+    let schema = |c: &Catalog, name: &str| c.tools.iter().find(|t| t.name == name).map(|t| t.input_schema_json() as *const _).unwrap();
+    let unchanged = &first.tools[0].name;
+    assert!(std::ptr::eq(schema(&first, unchanged), schema(&reused, unchanged)), "reused from the predecessor");
+    assert!(!std::ptr::eq(schema(&first, unchanged), schema(&alone, unchanged)), "compiled alone, prepared anew");
+    let texts: Vec<&str> = first.tools.iter().map(|t| t.input_schema_json().get()).collect();
+    let (a, b) = (0..texts.len())
+        .flat_map(|a| (a + 1..texts.len()).map(move |b| (a, b)))
+        .find(|&(a, b)| texts[a] == texts[b])
+        .expect("the fixture declares shared schemas");
+    assert!(std::ptr::eq(first.tools[a].input_schema_json(), first.tools[b].input_schema_json()), "one copy per distinct schema");
 }

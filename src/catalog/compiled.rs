@@ -50,7 +50,7 @@ pub struct PreparedTool {
 /// One distinct input schema: its compact text and search fields, kept; its parsed value,
 /// validator and provider dialects built on first use, once for all tools sharing it.
 #[derive(Debug)]
-pub struct Schema {
+struct Schema {
     /// Compact JSON text, key order kept.
     json: Box<RawValue>,
     /// Property names at any depth, space-separated (`search::fields::schema_fields`).
@@ -513,9 +513,11 @@ impl Catalog {
                 + t.output_schema_json.as_deref().map_or(0, |o| text(o.get()))
                 + text(&t.additional_search_text)
         };
-        // Shared schemas count once (and in each version that shares them).
+        // Shared schemas count once (and in each version that shares them), with the
+        // reference counts of their `Arc`.
         let mut seen = std::collections::HashSet::new();
-        let schemas: usize = self.tools.iter().filter(|t| seen.insert(Arc::as_ptr(&t.schema))).map(|t| 16 + t.schema.heap_bytes()).sum();
+        let schemas: usize =
+            self.tools.iter().filter(|t| seen.insert(Arc::as_ptr(&t.schema))).map(|t| 2 * size_of::<usize>() + t.schema.heap_bytes()).sum();
         let names = |m: &HashMap<String, u32>| table(m) + m.keys().map(|k| text(k)).sum::<usize>();
         size_of::<Catalog>()
             + self.tools.iter().map(tool).sum::<usize>()

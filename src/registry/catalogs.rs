@@ -189,6 +189,18 @@ impl CatalogCache {
         self.lock().get(key).cloned()
     }
 
+    /// A compiled catalog of the same tenant's agent other than `key`'s, the highest version
+    /// first: what a new compile of `key` can reuse (`Catalog::compile_from`).
+    pub fn predecessor(&self, key: &CatalogKey) -> Option<Arc<Catalog>> {
+        let entries = self.lock();
+        entries
+            .iter()
+            .filter(|(k, _)| k.tenant == key.tenant && k.agent_id == key.agent_id && *k != key)
+            .filter_map(|(k, s)| Some((k.version, k.run_key, s.cell.get()?.clone())))
+            .max_by_key(|(version, run_key, _)| (*version, *run_key))
+            .map(|(_, _, catalog)| catalog)
+    }
+
     /// Bytes charged now, and catalogs kept.
     pub fn usage(&self) -> (usize, usize) {
         let entries = self.lock();
@@ -294,6 +306,23 @@ mod tests {
 
     fn kept(cache: &CatalogCache, key: &CatalogKey) -> bool {
         cache.get(key).is_some_and(|s| s.cell.get().is_some())
+    }
+
+    #[tokio::test]
+    async fn a_compile_reuses_the_latest_compiled_version_of_the_same_agent_only() {
+        let cache = CatalogCache::new(1 << 30);
+        assert!(cache.predecessor(&key("a", 3)).is_none(), "nothing compiled yet");
+        let v1 = cache_one(&cache, &key("a", 1), 5).await.unwrap();
+        let v2 = cache_one(&cache, &key("a", 2), 5).await.unwrap();
+        cache_one(&cache, &key("b", 9), 5).await.unwrap();
+        let found = cache.predecessor(&key("a", 3)).expect("a version of a");
+        assert!(Arc::ptr_eq(&found, &v2), "the highest version");
+        assert!(Arc::ptr_eq(&cache.predecessor(&key("a", 2)).expect("v1"), &v1), "never the key itself");
+        let reserved = cache.slot(&key("a", 4));
+        assert!(
+            reserved.cell.get().is_none() && Arc::ptr_eq(&cache.predecessor(&key("a", 5)).unwrap(), &v2),
+            "a compile in progress is no predecessor"
+        );
     }
 
     #[tokio::test]

@@ -394,10 +394,13 @@ impl Registry {
         let def = v.definition;
         let failed: Vec<String> = listing.failed.into_iter().map(|(s, _)| s).collect();
         let tools = listing.tools;
+        // Another version of the agent already compiled here: its schemas are reused.
+        let previous = self.catalogs.predecessor(key);
         self.catalogs
             .compile(key, slot, estimate, async move || {
-                let mut catalog =
-                    tokio::task::spawn_blocking(move || Catalog::compile(&def, &tools)).await.map_err(|e| Error::Internal(e.to_string()))?;
+                let mut catalog = tokio::task::spawn_blocking(move || Catalog::compile_from(&def, &tools, previous.as_deref()))
+                    .await
+                    .map_err(|e| Error::Internal(e.to_string()))?;
                 diagnostics.append(&mut catalog.diagnostics);
                 catalog.diagnostics = diagnostics;
                 catalog.unavailable = failed;

@@ -16,7 +16,7 @@ use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use super::Map as HashMap;
+use super::Map;
 
 use memchr::memmem;
 
@@ -33,16 +33,16 @@ const SUBSTRING_POINTS: [u64; FIELDS] = [6, 5, 4, 3, 2, 1];
 #[derive(Debug)]
 pub struct KeywordIndex {
     /// Tokens and runs → term id in `word_postings` and `run_postings`.
-    words: HashMap<Box<str>, u32>,
+    words: Map<Box<str>, u32>,
     word_postings: Postings,
     runs: Runs,
     run_postings: Postings,
     /// Chars of the lower-cased runs → term id in `char_postings`.
-    chars: HashMap<Box<str>, u32>,
+    chars: Map<Box<str>, u32>,
     char_postings: Postings,
     /// Lower-cased local and canonical names → documents, ascending.
-    exact: HashMap<Box<str>, Vec<u32>>,
-    groups: HashMap<Box<str>, u32>,
+    exact: Map<Box<str>, Vec<u32>>,
+    groups: Map<Box<str>, u32>,
     doc_group: Vec<u32>,
     /// Each document's position in canonical bytewise order (ties by document id).
     canonical_rank: Vec<u32>,
@@ -135,7 +135,7 @@ impl Postings {
 }
 
 /// Term ids in order of first appearance.
-fn intern(ids: &mut HashMap<Box<str>, u32>, term: &str) -> u32 {
+fn intern(ids: &mut Map<Box<str>, u32>, term: &str) -> u32 {
     if let Some(&id) = ids.get(term) {
         return id;
     }
@@ -180,7 +180,7 @@ struct Runs {
     /// Each run's term id.
     terms: Vec<u32>,
     /// Char bigram → its runs, `runs[offsets[b]..offsets[b + 1]]`.
-    bigrams: HashMap<Box<str>, u32>,
+    bigrams: Map<Box<str>, u32>,
     offsets: Vec<usize>,
     runs: Vec<u32>,
 }
@@ -277,7 +277,7 @@ impl KeywordIndex {
     /// Approximate bytes the index owns (`crate::mem`).
     pub fn heap_bytes(&self) -> usize {
         use crate::mem::{table, text, vec};
-        let keys = |m: &HashMap<Box<str>, u32>| table(m) + m.keys().map(|k| text(k)).sum::<usize>();
+        let keys = |m: &Map<Box<str>, u32>| table(m) + m.keys().map(|k| text(k)).sum::<usize>();
         keys(&self.words)
             + self.word_postings.heap_bytes()
             + self.runs.heap_bytes()
@@ -301,8 +301,8 @@ impl KeywordIndex {
     pub fn build(docs: &[SearchDoc]) -> KeywordIndex {
         let count = u32::try_from(docs.len()).ok().filter(|&n| n < u32::MAX).expect("fewer than 2^32 - 1 documents");
         // Tokens and runs share term ids: most runs are also a token.
-        let mut terms = HashMap::default();
-        let mut char_ids = HashMap::default();
+        let mut terms = Map::default();
+        let mut char_ids = Map::default();
         let mut words = Occurrences::default();
         let mut run_uses = Occurrences::default();
         let mut chars = Occurrences::default();
@@ -311,8 +311,8 @@ impl KeywordIndex {
         // Per term used as a run, its distinct char ids (so a document's chars come from its
         // distinct runs); empty for other terms.
         let mut run_chars: Vec<Vec<u32>> = Vec::new();
-        let mut exact: HashMap<Box<str>, Vec<u32>> = HashMap::default();
-        let mut groups = HashMap::default();
+        let mut exact: Map<Box<str>, Vec<u32>> = Map::default();
+        let mut groups = Map::default();
         let mut doc_group = Vec::with_capacity(docs.len());
 
         for (id, doc) in (0..count).zip(docs) {

@@ -12,7 +12,7 @@
 
 mod analyze;
 
-use super::Map as HashMap;
+use super::Map;
 use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
@@ -134,7 +134,7 @@ fn finish_bm25<'a>(postings: impl IntoIterator<Item = &'a mut Vec<(u32, f32)>>, 
 
 /// Appends `(key, value)` pairs of `tf` to `postings[key]` as `(id, value)`, in key order so
 /// that the build is deterministic.
-fn push_sorted(tf: &HashMap<u32, f32>, id: u32, postings: &mut [Vec<(u32, f32)>]) {
+fn push_sorted(tf: &Map<u32, f32>, id: u32, postings: &mut [Vec<(u32, f32)>]) {
     let mut entries: Vec<(u32, f32)> = tf.iter().map(|(&t, &w)| (t, w)).collect();
     entries.sort_unstable_by_key(|&(t, _)| t);
     for (t, w) in entries {
@@ -149,23 +149,23 @@ pub struct NaturalIndex {
     cfg: NaturalConfig,
     analyzer: Analyzer,
     /// Stemmed term → id.
-    vocab: HashMap<String, u32>,
+    vocab: Map<String, u32>,
     /// Lower-case word found in the catalog → its term (None: stop word).
-    surface: HashMap<String, Option<u32>>,
+    surface: Map<String, Option<u32>>,
     /// Per term: (doc, BM25F contribution), docs ascending.
     postings: Vec<Vec<(u32, f32)>>,
     /// Per adjacent term pair: (doc, contribution).
-    bigrams: HashMap<(u32, u32), Vec<(u32, f32)>>,
+    bigrams: Map<(u32, u32), Vec<(u32, f32)>>,
     /// Per term: (group, group-prior contribution).
     group_postings: Vec<Vec<(u32, f32)>>,
     /// Per doc: (term, contribution), for feedback; empty when feedback is off.
     doc_terms: Vec<Vec<(u32, f32)>>,
     group_of: Vec<u32>,
-    group_ids: HashMap<String, u32>,
+    group_ids: Map<String, u32>,
     /// Position of each doc in canonical-name order, the final tie-break.
     canon_rank: Vec<u32>,
     /// Lower-cased local and canonical names → docs, for exact-name queries.
-    exact: HashMap<String, Vec<u32>>,
+    exact: Map<String, Vec<u32>>,
 }
 
 impl NaturalIndex {
@@ -193,10 +193,10 @@ impl NaturalIndex {
     pub fn build(docs: &[SearchDoc], cfg: &NaturalConfig) -> Self {
         let analyzer = Analyzer::new(cfg.stem, cfg.stop_words);
         let params = cfg.fields();
-        let mut vocab: HashMap<String, u32> = HashMap::default();
+        let mut vocab: Map<String, u32> = Map::default();
         // Word seen → its term (None: stop word), so that each distinct word is filtered and
         // stemmed once, at build time and for queries.
-        let mut surface: HashMap<String, Option<u32>> = HashMap::default();
+        let mut surface: Map<String, Option<u32>> = Map::default();
         // fields[doc][field] = the field's terms in text order.
         let mut fields: Vec<[Vec<u32>; FIELDS]> = Vec::with_capacity(docs.len());
         for d in docs {
@@ -233,7 +233,7 @@ impl NaturalIndex {
 
         // BM25F pseudo term frequency: weighted, length-normalised counts summed over fields.
         let mut postings: Vec<Vec<(u32, f32)>> = vec![Vec::new(); vocab.len()];
-        let mut tf: HashMap<u32, f32> = HashMap::default();
+        let mut tf: Map<u32, f32> = Map::default();
         for (doc, doc_fields) in fields.iter().enumerate() {
             tf.clear();
             for (f, terms) in doc_fields.iter().enumerate() {
@@ -263,7 +263,7 @@ impl NaturalIndex {
             }
         }
 
-        let mut bigrams: HashMap<(u32, u32), Vec<(u32, f32)>> = HashMap::default();
+        let mut bigrams: Map<(u32, u32), Vec<(u32, f32)>> = Map::default();
         if cfg.bigram > 0.0 {
             let mut pairs: Vec<((u32, u32), f32)> = Vec::new();
             for (doc, doc_fields) in fields.iter().enumerate() {
@@ -282,7 +282,7 @@ impl NaturalIndex {
             finish_bm25(bigrams.values_mut(), n, cfg.k1, cfg.bigram);
         }
 
-        let mut group_ids: HashMap<String, u32> = HashMap::default();
+        let mut group_ids: Map<String, u32> = Map::default();
         let group_of: Vec<u32> = docs
             .iter()
             .map(|d| {
@@ -311,7 +311,7 @@ impl NaturalIndex {
         for (rank, &doc) in order.iter().enumerate() {
             canon_rank[doc as usize] = rank as u32;
         }
-        let mut exact: HashMap<String, Vec<u32>> = HashMap::default();
+        let mut exact: Map<String, Vec<u32>> = Map::default();
         for (i, d) in docs.iter().enumerate() {
             for name in [&d.name, &d.canonical] {
                 let list = exact.entry(name.to_lowercase()).or_default();
@@ -422,7 +422,7 @@ impl NaturalIndex {
         let Some(&(_, best)) = top.first() else {
             return;
         };
-        let mut strength: HashMap<u32, f32> = HashMap::default();
+        let mut strength: Map<u32, f32> = Map::default();
         for &(d, s) in &top {
             for &(t, w) in &self.doc_terms[d as usize] {
                 if terms.binary_search(&t).is_err() {
@@ -457,7 +457,7 @@ fn group_postings(
     params: &[FieldParams; FIELDS],
     cfg: &NaturalConfig,
 ) -> Vec<Vec<(u32, f32)>> {
-    let mut counts: Vec<HashMap<u32, f32>> = vec![HashMap::default(); groups];
+    let mut counts: Vec<Map<u32, f32>> = vec![Map::default(); groups];
     let mut len = vec![0f32; groups];
     for (doc, doc_fields) in fields.iter().enumerate() {
         let g = group_of[doc] as usize;

@@ -211,17 +211,23 @@ type ModelTools struct {
 	Version      uint32
 }
 
-// GetModelTools gives the agent's model tools in format's shape.
-func (c *Client) GetModelTools(ctx context.Context, agent string, run Run, format Format) (*ModelTools, error) {
+// agentRequest checks what every per-run request names: the format, the run and the agent.
+func agentRequest(agent string, run Run, format Format) (pb.ToolFormat, *pb.RunContext, error) {
 	f, err := toolFormat(format, true)
 	if err != nil {
-		return nil, err
+		return f, nil, err
 	}
 	rc, err := runContext(run)
 	if err != nil {
-		return nil, err
+		return f, nil, err
 	}
-	if err := nonEmpty(agent, "agent"); err != nil {
+	return f, rc, nonEmpty(agent, "agent")
+}
+
+// GetModelTools gives the agent's model tools in format's shape.
+func (c *Client) GetModelTools(ctx context.Context, agent string, run Run, format Format) (*ModelTools, error) {
+	f, rc, err := agentRequest(agent, run, format)
+	if err != nil {
 		return nil, err
 	}
 	r, err := c.rpc.GetModelTools(c.ctx(ctx), &pb.GetModelToolsRequest{Agent: &pb.AgentRef{AgentId: agent}, Run: rc, Format: f}, CallOption)
@@ -234,15 +240,8 @@ func (c *Client) GetModelTools(ctx context.Context, agent string, run Run, forma
 // HandleToolCalls handles the model's tool-call parts exactly as the provider returned them
 // (any JSON value: the parts, or the whole assistant message).
 func (c *Client) HandleToolCalls(ctx context.Context, agent string, run Run, calls interface{}, format Format) (*ToolCalls, error) {
-	f, err := toolFormat(format, true)
+	f, rc, err := agentRequest(agent, run, format)
 	if err != nil {
-		return nil, err
-	}
-	rc, err := runContext(run)
-	if err != nil {
-		return nil, err
-	}
-	if err := nonEmpty(agent, "agent"); err != nil {
 		return nil, err
 	}
 	var parts []byte

@@ -135,9 +135,7 @@ class ToolrouterToolset(AbstractToolset[Any]):
             call_id = part.tool_call_id
             if call_id not in results.approvals:
                 continue
-            deferred_id = requests.metadata.get(call_id, {}).get(_DEFERRED_ID)
-            if not deferred_id:
-                raise ClientInputError(f"requests.metadata[{call_id!r}]", "carries no toolrouter deferred_id")
+            deferred_id = _deferred_id(requests, call_id)
             answer = results.approvals[call_id]
             if answer is True or isinstance(answer, ToolApproved):
                 # Resolved when pydantic-ai runs the approved call (call_tool), so its result
@@ -158,12 +156,18 @@ class ToolrouterToolset(AbstractToolset[Any]):
             call_id = part.tool_call_id
             if call_id not in results.calls:
                 continue
-            deferred_id = requests.metadata.get(call_id, {}).get(_DEFERRED_ID)
-            if not deferred_id:
-                raise ClientInputError(f"requests.metadata[{call_id!r}]", "carries no toolrouter deferred_id")
+            deferred_id = _deferred_id(requests, call_id)
             resolution = await self._client.resolve(deferred_id, w.ClientResult(results.calls[call_id]))
             out.calls[call_id] = resolution.content
         return out
+
+
+def _deferred_id(requests: DeferredToolRequests, call_id: str) -> str:
+    """The toolrouter deferred record a pydantic-ai deferred call stands for."""
+    deferred_id = requests.metadata.get(call_id, {}).get(_DEFERRED_ID)
+    if not deferred_id:
+        raise ClientInputError(f"requests.metadata[{call_id!r}]", "carries no toolrouter deferred_id")
+    return deferred_id
 
 
 def _text_of(content: Any, fallback: str) -> str:

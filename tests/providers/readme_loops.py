@@ -13,7 +13,8 @@ sys.path.insert(0, stubs)
 os.chdir(stubs)
 
 readme = open(os.path.join(ROOT, "README.md")).read()
-section = readme[readme.index("## Provider formats"):readme.index("\n## MCP")]
+start = readme.index("## Provider formats")
+section = readme[start:readme.index("\n## ", start)]  # up to the next section
 blocks = re.findall(r"```python\n(.*?)```", section, re.S)
 preamble, loops = blocks[0], blocks[1:]
 assert len(loops) == 4, f"expected 4 host loops in README, found {len(loops)}"

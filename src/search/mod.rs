@@ -28,9 +28,12 @@ pub struct SearchDoc {
     /// The canonical (registered) name, e.g. `my_utools__select`; used for exact-name
     /// matches and as the final tie-break (bytewise ascending).
     pub canonical: String,
-    /// (4) input property names at any depth (see `fields::schema_fields`).
+    /// (4) input property names at any depth (see `fields::schema_fields`); a compiled
+    /// catalog's documents hold them as one space-separated string, which the indexes split
+    /// as they split separate strings.
     pub property_names: Vec<String>,
-    /// (5) every `description` string inside the input schema.
+    /// (5) every `description` string inside the input schema (newline-separated, as one
+    /// string, in a compiled catalog's documents).
     pub schema_descriptions: Vec<String>,
     /// (6) `additional_search_text` (ranking only, never shown).
     pub additional_search_text: String,

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the `toolrouter` wheel (pyproject.toml: maturin, bindings = "bin") and checks that it
 # works without cargo: installed into a fresh venv, its `toolrouter serve` starts and answers
-# /readyz. Prints the venv's bin directory last (the Python client tests put it on PATH).
+# /readyz. Prints last a directory holding only the wheel's `toolrouter` (the client tests put it
+# first on PATH; the venv's own bin would also shadow python3).
 #
 #   scripts/wheel.sh [--profile ci|release] [--out DIR] [--venv DIR]
 set -euo pipefail
@@ -51,4 +52,6 @@ ready=$(python3 -c "import urllib.request,sys; print(urllib.request.urlopen('htt
 kill -TERM $pid && wait $pid || true
 trap - EXIT
 echo "the wheel's toolrouter serve answered /readyz 200 on $http" >&2
-echo "$venv/bin"
+mkdir -p "$venv/toolrouter-only"
+ln -sf "$bin" "$venv/toolrouter-only/toolrouter"
+echo "$venv/toolrouter-only"

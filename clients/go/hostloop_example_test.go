@@ -4,26 +4,18 @@ package toolrouter
 // call, returning the assistant message as JSON).
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"testing"
 )
 
 // readme:begin
-import (
-	"context"
-	"encoding/json"
-)
-
-func hostLoop(ctx context.Context, c *Client, agent string, run Run, chat func([]json.RawMessage, json.RawMessage) json.RawMessage, approve func(Deferred) bool, prompt string) (string, error) {
-	tools, err := c.GetModelTools(ctx, agent, run, OpenAIChat) // the provider's shape
-	if err != nil {
-		return "", err
-	}
-	user, _ := json.Marshal(map[string]string{"role": "user", "content": prompt})
-	messages := []json.RawMessage{user}
-	for {
-		msg := chat(messages, tools.Tools) // call the model
-		messages = append(messages, msg)
+func hostLoop(ctx context.Context, c *Client, agent string, run Run, chat func([]json.RawMessage, json.RawMessage) json.RawMessage, approve func(Deferred) bool, messages []json.RawMessage) (string, error) {
+	s := c.Session(ctx, agent, run, OpenAIChat) // one run in the provider's shape; s.Err() is the first error
+	tools := s.Tools()
+	for s.Err() == nil {
+		msg := chat(messages, tools) // call the model
 		var m struct {
 			Content   string
 			ToolCalls []json.RawMessage `json:"tool_calls"`
@@ -31,25 +23,13 @@ func hostLoop(ctx context.Context, c *Client, agent string, run Run, chat func([
 		if err := json.Unmarshal(msg, &m); err != nil || len(m.ToolCalls) == 0 {
 			return m.Content, err
 		}
-		out, err := c.HandleToolCalls(ctx, agent, run, msg, OpenAIChat) // its tool calls, as they came
-		if err != nil {
-			return "", err
-		}
-		var results []json.RawMessage // what finished
-		_ = json.Unmarshal(out.Results, &results)
-		messages = append(messages, results...)
-		for _, d := range out.Deferred { // approvals (and client tools) wait for the host
-			decision := Deny("Not approved.")
-			if d.Kind == "approval" && approve(d) {
-				decision, _ = Approve(nil)
-			}
-			r, err := c.Resolve(ctx, d.DeferredID, decision, OpenAIChat)
-			if err != nil {
-				return "", err
-			}
-			messages = append(messages, r.Provider)
+		out := s.HandleToolCalls(msg)                               // its tool calls, as they came
+		messages = append(append(messages, msg), out.Messages()...) // and what finished
+		for _, d := range out.Deferred {                            // approvals (and client tools) wait for the host
+			messages = append(messages, s.Resolve(d.DeferredID, ApproveIf(d.Kind == "approval" && approve(d), "Not approved.")))
 		}
 	}
+	return "", s.Err()
 }
 
 // readme:end
@@ -82,7 +62,8 @@ func TestReadmeHostLoopAnswersAdaAfterTheApprovedRefund(t *testing.T) {
 		return b
 	}
 	approve := func(d Deferred) bool { asked = append(asked, d.Tool); return true }
-	answer, err := hostLoop(context.Background(), c, agent, Run{ID: "loop"}, chat, approve, "Refund 42, then their name?")
+	user, _ := json.Marshal(map[string]string{"role": "user", "content": "Refund 42, then their name?"})
+	answer, err := hostLoop(context.Background(), c, agent, Run{ID: "loop"}, chat, approve, []json.RawMessage{user})
 	if err != nil || answer != "Ada (2 results)" || fmt.Sprint(asked) != "[refund_payment]" {
 		t.Fatalf("answer %q, err %v, asked %v", answer, err, asked)
 	}

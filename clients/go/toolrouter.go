@@ -383,6 +383,83 @@ func (c *Client) EndRun(ctx context.Context, agent string, run Run) error {
 	return nil
 }
 
+// ApproveIf approves the call with the model's arguments when ok, else denies it with denial.
+func ApproveIf(ok bool, denial string) Decision {
+	if ok {
+		return Decision{&pb.ResolveDeferredRequest{Resolution: &pb.ResolveDeferredRequest_Approve{Approve: &pb.Approve{}}}}
+	}
+	return Deny(denial)
+}
+
+// Messages are Results as conversation items to append: the elements of an array (OpenAI's
+// tool messages, Gemini's parts), else Results itself (an Anthropic user message).
+func (t *ToolCalls) Messages() []json.RawMessage {
+	var items []json.RawMessage
+	if len(t.Results) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(t.Results, &items); err != nil {
+		return []json.RawMessage{t.Results}
+	}
+	return items
+}
+
+// Session is one run of one agent in one provider format, for a host loop. Like bufio.Scanner
+// it keeps the first error: after it every method does nothing and returns empty values, and
+// Err reports it.
+type Session struct {
+	c      *Client
+	ctx    context.Context
+	agent  string
+	run    Run
+	format Format
+	err    error
+}
+
+// Session starts a host loop's session; the arguments are checked on its first call.
+func (c *Client) Session(ctx context.Context, agent string, run Run, format Format) *Session {
+	return &Session{c: c, ctx: ctx, agent: agent, run: run, format: format}
+}
+
+// Err is the first error of the session's calls, nil if there was none.
+func (s *Session) Err() error { return s.err }
+
+// Tools are the model tools in the session's format (nil after an error).
+func (s *Session) Tools() json.RawMessage {
+	if s.err != nil {
+		return nil
+	}
+	t, err := s.c.GetModelTools(s.ctx, s.agent, s.run, s.format)
+	if s.err = err; err != nil {
+		return nil
+	}
+	return t.Tools
+}
+
+// HandleToolCalls passes the model's tool calls as they came (never nil; empty after an error).
+func (s *Session) HandleToolCalls(calls interface{}) *ToolCalls {
+	if s.err != nil {
+		return &ToolCalls{}
+	}
+	out, err := s.c.HandleToolCalls(s.ctx, s.agent, s.run, calls, s.format)
+	if s.err = err; err != nil {
+		return &ToolCalls{}
+	}
+	return out
+}
+
+// Resolve resolves a deferred call and gives the part to append (nil after an error).
+func (s *Session) Resolve(deferredID string, decision Decision) json.RawMessage {
+	if s.err != nil {
+		return nil
+	}
+	out, err := s.c.Resolve(s.ctx, deferredID, decision, s.format)
+	if s.err = err; err != nil {
+		return nil
+	}
+	return out.Provider
+}
+
 // AsError returns err as a server refusal, if it is one.
 func AsError(err error) (*Error, bool) {
 	var e *Error

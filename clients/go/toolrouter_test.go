@@ -171,3 +171,48 @@ func TestRefusalsNameTheFieldAndBadInputIsAnInputError(t *testing.T) {
 		}
 	}
 }
+
+func TestSessionKeepsTheFirstErrorAndCallsNothingAfterIt(t *testing.T) {
+	c, agent := crm(t)
+	ctx := context.Background()
+	s := c.Session(ctx, "no-such-agent", Run{ID: "r1"}, OpenAIChat)
+	if tools := s.Tools(); tools != nil {
+		t.Fatalf("tools of an unknown agent: %s", tools)
+	}
+	if e, ok := AsError(s.Err()); !ok || e.Code != codes.NotFound {
+		t.Fatalf("first error: %v", s.Err())
+	}
+	first := s.Err()
+	// A valid call after the error is not made: the agent is wrong, the refund would defer.
+	out := s.HandleToolCalls(assistant("r1", "crm", "refund_payment", map[string]interface{}{"customer_id": 42, "amount": 5}))
+	if out == nil || len(out.Outcomes) != 0 || out.Messages() != nil || s.Resolve("d", Deny("no")) != nil || s.Err() != first {
+		t.Fatalf("after the error: %+v, err %v", out, s.Err())
+	}
+	pending, err := c.ListDeferred(ctx, agent, "", "")
+	if err != nil || len(pending) != 0 {
+		t.Fatalf("records after the failed session: %v %+v", err, pending)
+	}
+	empty := c.Session(ctx, agent, Run{}, OpenAIChat)
+	var input *InputError
+	if empty.Tools() != nil || !errors.As(empty.Err(), &input) || input.Field != "run.ID" {
+		t.Fatalf("a session without a run: %v", empty.Err())
+	}
+}
+
+func TestSessionResolvesDenialsAndMessagesSplitArraysOnly(t *testing.T) {
+	c, agent := crm(t)
+	s := c.Session(context.Background(), agent, Run{ID: "r2"}, OpenAIChat)
+	out := s.HandleToolCalls(assistant("r1", "crm", "refund_payment", map[string]interface{}{"customer_id": 42, "amount": 5}))
+	if s.Err() != nil || len(out.Deferred) != 1 || len(out.Messages()) != 0 {
+		t.Fatalf("refund: %v %+v", s.Err(), out)
+	}
+	denied := s.Resolve(out.Deferred[0].DeferredID, ApproveIf(false, "Not approved."))
+	if s.Err() != nil || !strings.Contains(string(denied), "Not approved.") || !strings.Contains(string(denied), `"tool_call_id":"r1"`) {
+		t.Fatalf("denied: %v %s", s.Err(), denied)
+	}
+	object := (&ToolCalls{Results: json.RawMessage(`{"role":"user","content":[]}`)}).Messages()
+	array := (&ToolCalls{Results: json.RawMessage(`[{"a":1},{"b":2}]`)}).Messages()
+	if len(object) != 1 || string(object[0]) != `{"role":"user","content":[]}` || len(array) != 2 || string(array[1]) != `{"b":2}` {
+		t.Fatalf("messages: %s %s", object, array)
+	}
+}

@@ -174,6 +174,13 @@ enum Mode {
     Bare,
 }
 
+/// Run ids unique to this process: a PostgreSQL store outlives the bench, and a run id used
+/// before stays pinned to that run's version (and its executor's old port).
+static RUN_PREFIX: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos()).unwrap_or(0);
+    format!("b{}-{nanos}", std::process::id())
+});
+
 fn call_tool_args() -> String {
     format!(r#"{{"group":"bench","tool":"echo","arguments":{ARGS}}}"#)
 }
@@ -229,7 +236,7 @@ struct Latency {
 /// all see the same machine load.
 async fn latencies(paths: &[(Mode, &Channel)], tag: &str, n: usize) -> Vec<Latency> {
     let args = call_tool_args();
-    let run = format!("lat-{tag}");
+    let run = format!("{}-lat-{tag}", *RUN_PREFIX);
     let mut samples = vec![Vec::with_capacity(n); paths.len()];
     for i in 0..WARMUP + n {
         for (p, (mode, ch)) in paths.iter().enumerate() {
@@ -264,7 +271,7 @@ async fn throughputs(paths: &[(Mode, &[Channel])], tag: &str, total: usize, task
                 let ch = chans[t % chans.len()].clone();
                 let (next, args) = (next.clone(), args.clone());
                 // Each task is one conversation: its own run, unique call ids.
-                let run = format!("tp-{tag}-{name}-{t}");
+                let run = format!("{}-tp-{tag}-{name}-{t}", *RUN_PREFIX);
                 tokio::spawn(async move {
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
@@ -322,7 +329,7 @@ async fn store_only(url: &str, n: usize, total: usize, tasks: usize) -> (Latency
     for i in 0..WARMUP + n {
         let id = format!("s{i}");
         let t = Instant::now();
-        let key = toolrouter::store::CallKey::new("default", AGENT, "store-run", &id);
+        let key = toolrouter::store::CallKey::new("default", AGENT, &format!("{}-store-run", *RUN_PREFIX), &id);
         let claim = store.claim_call(&key, &claim_req).await.expect("claim");
         assert_eq!(claim, toolrouter::store::Claim::New);
         store.finish_call(&key, outcome, 2).await.expect("finish");
@@ -338,7 +345,7 @@ async fn store_only(url: &str, n: usize, total: usize, tasks: usize) -> (Latency
         .map(|task| {
             let (store, next, claim_req) = (store.clone(), next.clone(), claim_req.clone());
             tokio::spawn(async move {
-                let run = format!("store-tp-{task}");
+                let run = format!("{}-store-tp-{task}", *RUN_PREFIX);
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     if i >= total {
@@ -451,7 +458,7 @@ async fn bench_store(
     if s.modes.contains(&Mode::ExactlyOnce) {
         // A duplicate tool_call_id is answered from the store, without executing again.
         let before = echo.calls.load(Ordering::Relaxed);
-        one_call(&chans[0], Mode::ExactlyOnce, &format!("lat-{store_label}"), "call-0", &call_tool_args()).await;
+        one_call(&chans[0], Mode::ExactlyOnce, &format!("{}-lat-{store_label}", *RUN_PREFIX), "call-0", &call_tool_args()).await;
         assert_eq!(echo.calls.load(Ordering::Relaxed), before, "a duplicate tool_call_id executed again");
     }
     server.shutdown().await;

@@ -58,7 +58,7 @@ pub struct KeywordIndex {
 struct Postings {
     /// `docs[offsets[s]..offsets[s + 1]]` lists slot `s = term * FIELDS + field`; empty
     /// when the slot is a bitmap.
-    offsets: Vec<usize>,
+    offsets: Vec<u32>,
     docs: Vec<u32>,
     /// Per slot, the index of its bitmap in `bitmaps`, or `NO_BITMAP`.
     bitmap_of: Vec<u32>,
@@ -80,7 +80,9 @@ impl Postings {
     /// `docs` documents.
     fn from_entries(terms: usize, docs: usize, entries: &[(u32, u8, u32)]) -> Self {
         let slot = |term: u32, field: u8| term as usize * FIELDS + usize::from(field);
-        let mut counts = vec![0usize; terms * FIELDS];
+        // Entries are bounded by the catalog's words, which the registry's size limit bounds.
+        u32::try_from(entries.len()).expect("fewer than 2^32 postings");
+        let mut counts = vec![0u32; terms * FIELDS];
         for &(term, field, _) in entries {
             counts[slot(term, field)] += 1;
         }
@@ -90,7 +92,7 @@ impl Postings {
         let mut offsets = Vec::with_capacity(counts.len() + 1);
         offsets.push(0);
         for (count, bitmap) in counts.iter_mut().zip(&mut bitmap_of) {
-            if *count * 32 > docs {
+            if *count as usize * 32 > docs {
                 *bitmap = bitmaps;
                 bitmaps += 1;
                 *count = 0;
@@ -99,12 +101,12 @@ impl Postings {
         }
         let mut next = offsets.clone();
         let mut postings =
-            Postings { docs: vec![0; offsets[offsets.len() - 1]], offsets, bitmap_of, bitmaps: vec![0; bitmaps as usize * words], words };
+            Postings { docs: vec![0; offsets[offsets.len() - 1] as usize], offsets, bitmap_of, bitmaps: vec![0; bitmaps as usize * words], words };
         for &(term, field, doc) in entries {
             let s = slot(term, field);
             match postings.bitmap_of[s] {
                 NO_BITMAP => {
-                    postings.docs[next[s]] = doc;
+                    postings.docs[next[s] as usize] = doc;
                     next[s] += 1;
                 }
                 bitmap => {
@@ -125,7 +127,7 @@ impl Postings {
     fn list(&self, term: usize, field: usize) -> List<'_> {
         let slot = term * FIELDS + field;
         match self.bitmap_of[slot] {
-            NO_BITMAP => List::Docs(&self.docs[self.offsets[slot]..self.offsets[slot + 1]]),
+            NO_BITMAP => List::Docs(&self.docs[self.offsets[slot] as usize..self.offsets[slot + 1] as usize]),
             bitmap => {
                 let start = bitmap as usize * self.words;
                 List::Bits(&self.bitmaps[start..start + self.words])
@@ -176,7 +178,7 @@ impl Occurrences {
 struct Runs {
     /// Runs back to back: run `r` is `text[starts[r]..starts[r + 1]]`.
     text: String,
-    starts: Vec<usize>,
+    starts: Vec<u32>,
     /// Each run's term id.
     terms: Vec<u32>,
     /// Char bigram → its runs, `runs[offsets[b]..offsets[b + 1]]`.
@@ -193,7 +195,7 @@ impl Runs {
             self.starts.push(0);
         }
         self.text.push_str(run);
-        self.starts.push(self.text.len());
+        self.starts.push(u32::try_from(self.text.len()).expect("runs of fewer than 2^32 bytes"));
         self.terms.push(term);
         let mut grams: Vec<u32> = bigrams(run).map(|g| intern(&mut self.bigrams, g)).collect();
         grams.sort_unstable();
@@ -236,7 +238,7 @@ impl Runs {
         let finder = memmem::Finder::new(keyword.as_bytes());
         for &run in rarest.unwrap_or_default() {
             let run = run as usize;
-            let text = &self.text[self.starts[run]..self.starts[run + 1]];
+            let text = &self.text[self.starts[run] as usize..self.starts[run + 1] as usize];
             if two_chars || finder.find(text.as_bytes()).is_some() {
                 out.push(self.terms[run] as usize);
             }

@@ -144,6 +144,39 @@ fn push_sorted(tf: &Map<u32, f32>, id: u32, postings: &mut [Vec<(u32, f32)>]) {
     }
 }
 
+/// Lists of (id, weight) back to back, one allocation for all: list `i` is
+/// `entries[offsets[i]..offsets[i + 1]]`. Most lists are short, and a `Vec` each would cost
+/// a header and an allocation apiece.
+#[derive(Debug, Default)]
+struct Lists {
+    offsets: Vec<u32>,
+    entries: Vec<(u32, f32)>,
+}
+
+impl Lists {
+    /// Flattens `lists`, freeing each as it is copied.
+    fn from_vecs(lists: Vec<Vec<(u32, f32)>>) -> Self {
+        let total: usize = lists.iter().map(Vec::len).sum();
+        // Bounded by the catalog's words, which the registry's size limit bounds.
+        u32::try_from(total).expect("fewer than 2^32 postings");
+        let mut out = Lists { offsets: Vec::with_capacity(lists.len() + 1), entries: Vec::with_capacity(total) };
+        out.offsets.push(0);
+        for list in lists {
+            out.entries.extend_from_slice(&list);
+            out.offsets.push(out.entries.len() as u32);
+        }
+        out
+    }
+
+    fn get(&self, i: usize) -> &[(u32, f32)] {
+        &self.entries[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    fn heap_bytes(&self) -> usize {
+        crate::mem::vec(&self.offsets, self.offsets.capacity()) + crate::mem::vec(&self.entries, self.entries.capacity())
+    }
+}
+
 /// Immutable inverted index over one catalog; `Send + Sync`, shared by concurrent queries.
 pub struct NaturalIndex {
     cfg: NaturalConfig,
@@ -153,13 +186,14 @@ pub struct NaturalIndex {
     /// Lower-case word found in the catalog → its term (None: stop word).
     surface: Map<String, Option<u32>>,
     /// Per term: (doc, BM25F contribution), docs ascending.
-    postings: Vec<Vec<(u32, f32)>>,
-    /// Per adjacent term pair: (doc, contribution).
-    bigrams: Map<(u32, u32), Vec<(u32, f32)>>,
+    postings: Lists,
+    /// Adjacent term pairs, ascending, and per pair (doc, contribution).
+    bigram_pairs: Vec<(u32, u32)>,
+    bigrams: Lists,
     /// Per term: (group, group-prior contribution).
-    group_postings: Vec<Vec<(u32, f32)>>,
+    group_postings: Lists,
     /// Per doc: (term, contribution), for feedback; empty when feedback is off.
-    doc_terms: Vec<Vec<(u32, f32)>>,
+    doc_terms: Lists,
     group_of: Vec<u32>,
     group_ids: Map<String, u32>,
     /// Position of each doc in canonical-name order, the final tie-break.
@@ -172,16 +206,15 @@ impl NaturalIndex {
     /// Approximate bytes the index owns (`crate::mem`).
     pub fn heap_bytes(&self) -> usize {
         use crate::mem::{table, text, vec};
-        let lists = |l: &Vec<Vec<(u32, f32)>>| vec(l, l.capacity()) + l.iter().map(|p| vec(p, p.capacity())).sum::<usize>();
         table(&self.vocab)
             + self.vocab.keys().map(|k| text(k)).sum::<usize>()
             + table(&self.surface)
             + self.surface.keys().map(|k| text(k)).sum::<usize>()
-            + lists(&self.postings)
-            + table(&self.bigrams)
-            + self.bigrams.values().map(|p| vec(p, p.capacity())).sum::<usize>()
-            + lists(&self.group_postings)
-            + lists(&self.doc_terms)
+            + self.postings.heap_bytes()
+            + vec(&self.bigram_pairs, self.bigram_pairs.capacity())
+            + self.bigrams.heap_bytes()
+            + self.group_postings.heap_bytes()
+            + self.doc_terms.heap_bytes()
             + vec(&self.group_of, self.group_of.capacity())
             + table(&self.group_ids)
             + self.group_ids.keys().map(|k| text(k)).sum::<usize>()
@@ -281,6 +314,10 @@ impl NaturalIndex {
             }
             finish_bm25(bigrams.values_mut(), n, cfg.k1, cfg.bigram);
         }
+        let mut bigrams: Vec<((u32, u32), Vec<(u32, f32)>)> = bigrams.into_iter().collect();
+        bigrams.sort_unstable_by_key(|&(pair, _)| pair);
+        let bigram_pairs = bigrams.iter().map(|&(pair, _)| pair).collect();
+        let bigrams = Lists::from_vecs(bigrams.into_iter().map(|(_, list)| list).collect());
 
         let mut group_ids: Map<String, u32> = Map::default();
         let group_of: Vec<u32> = docs
@@ -293,7 +330,7 @@ impl NaturalIndex {
         let group_postings = if cfg.group_prior > 0.0 {
             group_postings(&fields, &group_of, group_ids.len(), vocab.len(), &params, cfg)
         } else {
-            vec![Vec::new(); vocab.len()]
+            Lists::from_vecs(vec![Vec::new(); vocab.len()])
         };
 
         let mut doc_terms: Vec<Vec<(u32, f32)>> = vec![Vec::new(); docs.len()];
@@ -304,6 +341,8 @@ impl NaturalIndex {
                 }
             }
         }
+        let doc_terms = Lists::from_vecs(doc_terms);
+        let postings = Lists::from_vecs(postings);
 
         let mut order: Vec<u32> = (0..docs.len() as u32).collect();
         order.sort_by(|&a, &b| docs[a as usize].canonical.cmp(&docs[b as usize].canonical));
@@ -326,6 +365,7 @@ impl NaturalIndex {
             vocab,
             surface,
             postings,
+            bigram_pairs,
             bigrams,
             group_postings,
             doc_terms,
@@ -369,13 +409,15 @@ impl NaturalIndex {
 
         let mut group_scores = vec![0f32; self.group_ids.len()];
         for &t in &terms {
-            acc.add_all(&self.postings[t as usize], 1.0);
-            for &(g, w) in &self.group_postings[t as usize] {
+            acc.add_all(self.postings.get(t as usize), 1.0);
+            for &(g, w) in self.group_postings.get(t as usize) {
                 group_scores[g as usize] += w;
             }
         }
         for p in &pairs {
-            acc.add_all(self.bigrams.get(p).map_or(&[], Vec::as_slice), 1.0);
+            if let Ok(i) = self.bigram_pairs.binary_search(p) {
+                acc.add_all(self.bigrams.get(i), 1.0);
+            }
         }
         for &doc in &acc.touched {
             acc.score[doc as usize] += group_scores[self.group_of[doc as usize] as usize];
@@ -424,7 +466,7 @@ impl NaturalIndex {
         };
         let mut strength: Map<u32, f32> = Map::default();
         for &(d, s) in &top {
-            for &(t, w) in &self.doc_terms[d as usize] {
+            for &(t, w) in self.doc_terms.get(d as usize) {
                 if terms.binary_search(&t).is_err() {
                     *strength.entry(t).or_default() += w * s / best;
                 }
@@ -438,7 +480,7 @@ impl NaturalIndex {
         };
         for &(t, e) in &expansion {
             let f = self.cfg.prf_weight * e / max;
-            for &(doc, w) in &self.postings[t as usize] {
+            for &(doc, w) in self.postings.get(t as usize) {
                 if acc.score[doc as usize] > 0.0 {
                     acc.score[doc as usize] += f * w;
                 }
@@ -456,7 +498,7 @@ fn group_postings(
     vocab: usize,
     params: &[FieldParams; FIELDS],
     cfg: &NaturalConfig,
-) -> Vec<Vec<(u32, f32)>> {
+) -> Lists {
     let mut counts: Vec<Map<u32, f32>> = vec![Map::default(); groups];
     let mut len = vec![0f32; groups];
     for (doc, doc_fields) in fields.iter().enumerate() {
@@ -476,7 +518,7 @@ fn group_postings(
         push_sorted(c, g as u32, &mut postings);
     }
     finish_bm25(&mut postings, groups as f32, cfg.k1, cfg.group_prior);
-    postings
+    Lists::from_vecs(postings)
 }
 
 /// Per-query score accumulator: dense scores plus the docs that have one.

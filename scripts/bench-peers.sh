@@ -200,10 +200,10 @@ haproxy -f "$work/haproxy.cfg" -db > "$work/haproxy.log" 2>&1 &
 haproxy_pid=$!
 pids+=("$haproxy_pid")
 
-# toolrouter: defaults, except the per-tenant rate limit (10,000 calls/s by default) is off:
-# the bench measures the hop, not the limiter's refusals.
+# toolrouter: defaults, except the per-tenant rate limit (10,000 calls/s, burst 20,000 by
+# default) is raised out of reach: the limiter still runs on every call, but refuses none.
 "$bin" serve --grpc-addr "127.0.0.1:$router_port" --http-addr "127.0.0.1:$router_http_port" \
-    --store "sqlite://$work/store.db" --rate-limit-rps 0 > "$work/toolrouter.log" 2>&1 &
+    --store "sqlite://$work/store.db" --rate-limit-rps 1000000000 --rate-limit-burst 1000000000 > "$work/toolrouter.log" 2>&1 &
 router_pid=$!
 pids+=("$router_pid")
 
@@ -262,6 +262,7 @@ echo "bench-peers: $(date -u +%FT%TZ), $cores cores, $(uname -r); per path ${dur
     "$(h2load --version | head -n 1), $(nginx -v 2>&1 | sed 's/.*: //'), $(haproxy -v | head -n 1 | cut -d' ' -f1-3)"
 echo "bench-peers: toolrouter plain path (HandleToolCall of call_tool, no run, no tool_call_id); no exactly-once leg:" \
     "h2load repeats one body, so one tool_call_id would be deduplicated after the first call (see cargo bench --bench proxy)"
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 order=(direct nginx haproxy toolrouter)
 for round in $(seq "$rounds"); do
     # Rotate the order each round, so no path is always first or last.
@@ -276,4 +277,4 @@ echo
 echo "(c=N: N requests in flight. proxy CPU: user + system time of nginx's workers, HAProxy or toolrouter" \
     "during the load, per call; executor CPU: the demo executor's, per call: the same request on every path, its" \
     "cost depending on how the proxy spreads calls over upstream connections - nginx uses one per call in flight.)"
-echo "bench-peers: done in $(($(date +%s) - started)) s"
+echo "bench-peers: done in $(($(date +%s) - started)) s; load average before the paths $load_before, after $(cut -d' ' -f1-3 /proc/loadavg)"

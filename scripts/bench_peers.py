@@ -183,6 +183,7 @@ def report(runs_file: str, concurrency: int, json_out: str | None) -> None:
         lat_load = latencies([r["log"] for r in load])
         lat_seq = latencies([r["log"] for r in seq])
         res[name] = {
+            "rounds": [p["succeeded"] / p["secs"] for p in parsed],
             "calls": calls,
             "calls_per_s": calls / secs,
             "p50_us": percentile(lat_seq, 0.50),
@@ -211,6 +212,11 @@ def report(runs_file: str, concurrency: int, json_out: str | None) -> None:
             f"{r['load_p50_us']:>8.0f} {r['load_p99_us']:>8.0f} "
             f"{fmt(r['cpu_per_call_us'], '.1f'):>10} {r['executor_cpu_per_call_us']:>13.1f}"
         )
+
+    if any(len(r["rounds"]) > 1 for r in res.values()):
+        print("calls/s by round (their spread shows the machine's other load): " + "; ".join(
+            f"{name} " + " / ".join(f"{v:.0f}" for v in r["rounds"]) for name, r in res.items()
+        ))
 
     lines = []
 

@@ -314,7 +314,7 @@ impl NaturalIndex {
             }
             finish_bm25(bigrams.values_mut(), n, cfg.k1, cfg.bigram);
         }
-        let mut bigrams: Vec<((u32, u32), Vec<(u32, f32)>)> = bigrams.into_iter().collect();
+        let mut bigrams: Vec<_> = bigrams.into_iter().collect();
         bigrams.sort_unstable_by_key(|&(pair, _)| pair);
         let bigram_pairs = bigrams.iter().map(|&(pair, _)| pair).collect();
         let bigrams = Lists::from_vecs(bigrams.into_iter().map(|(_, list)| list).collect());

@@ -3,26 +3,26 @@
 //! allocator saw the compile (and the lazily built natural index) keep.
 
 use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::collections::BTreeMap;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicIsize, Ordering};
 
 use serde_json::json;
 use toolrouter::catalog::{AgentDefinition, Catalog, ClientSource, SourceKind, ToolDeclaration, ToolGroup, ToolSource};
 
-/// The system allocator, counting the net bytes each thread holds.
+/// The system allocator, counting the net bytes all threads hold (a compile prepares schemas
+/// on several). The tests here take `SERIAL`, so one measures at a time.
 struct Counting;
 
-thread_local! {
-    static NET: Cell<isize> = const { Cell::new(0) };
-}
+static NET: AtomicIsize = AtomicIsize::new(0);
+static SERIAL: Mutex<()> = Mutex::new(());
 
 fn count(delta: isize) {
-    // During thread teardown the counter may be gone: those bytes are not measured here.
-    let _ = NET.try_with(|n| n.set(n.get() + delta));
+    NET.fetch_add(delta, Ordering::Relaxed);
 }
 
-// SAFETY: every call is passed on to the system allocator unchanged; only a thread-local
-// counter is added to, which allocates nothing.
+// SAFETY: every call is passed on to the system allocator unchanged; only an atomic counter
+// is added to, which allocates nothing.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count(layout.size() as isize);
@@ -43,11 +43,11 @@ unsafe impl GlobalAlloc for Counting {
 #[global_allocator]
 static ALLOCATOR: Counting = Counting;
 
-/// Net bytes `f` left allocated on this thread, and its result.
+/// Net bytes `f` left allocated, and its result.
 fn kept<T>(f: impl FnOnce() -> T) -> (T, usize) {
-    let before = NET.with(Cell::get);
+    let before = NET.load(Ordering::Relaxed);
     let out = f();
-    (out, (NET.with(Cell::get) - before).max(0) as usize)
+    (out, (NET.load(Ordering::Relaxed) - before).max(0) as usize)
 }
 
 /// `n` tools in `groups` groups, with descriptions and nested schemas of realistic sizes.
@@ -93,6 +93,7 @@ fn definition(n: usize, groups: usize) -> AgentDefinition {
 
 #[test]
 fn a_catalogs_own_estimate_of_its_bytes_is_close_to_what_the_allocator_saw() {
+    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     for (n, groups) in [(200, 4), (3_000, 20)] {
         let def = definition(n, groups);
         let (catalog, compiled) = kept(|| Catalog::compile(&def, &BTreeMap::new()));
@@ -113,6 +114,7 @@ fn a_catalogs_own_estimate_of_its_bytes_is_close_to_what_the_allocator_saw() {
 
 #[test]
 fn a_validator_built_on_first_use_adds_about_its_bytes_to_the_estimate() {
+    let _serial = SERIAL.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let def = definition(1_000, 10);
     let catalog = Catalog::compile(&def, &BTreeMap::new());
     let before = catalog.heap_bytes();

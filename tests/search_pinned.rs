@@ -218,6 +218,9 @@ fn a_version_compiled_from_its_predecessor_ranks_like_one_compiled_alone() {
     }
     let alone = Catalog::compile(&def, &BTreeMap::new());
     let reused = Catalog::compile_from(&def, &BTreeMap::new(), Some(&first));
+    // The predecessor's keyword segment is kept (minus the changed and removed tools), the
+    // changed tool indexed in a segment of its own.
+    assert_eq!((alone.index.parts(), reused.index.parts()), (1, 2));
     assert_eq!(results(&alone), results(&reused));
     let names =
         |c: &Catalog| c.tools.iter().map(|t| (t.name.clone(), t.description.clone(), t.input_schema_json().get().to_string())).collect::<Vec<_>>();

@@ -18,7 +18,7 @@ use super::validate::MAX_EXPOSED_NAME;
 use crate::search::hybrid::Vectors;
 use crate::search::keyword::KeywordIndex;
 use crate::search::natural::{NaturalConfig, NaturalIndex};
-use crate::search::{SearchDoc, fields};
+use crate::search::{DocText, SearchDoc, fields};
 
 /// Randomly seeded per process: schema texts come from tenants and upstream servers.
 type RandomState = foldhash::fast::RandomState;
@@ -53,13 +53,25 @@ pub struct PreparedTool {
 struct Schema {
     /// Compact JSON text, key order kept.
     json: Box<RawValue>,
-    /// Property names at any depth, space-separated (`search::fields::schema_fields`).
-    property_names: Box<str>,
+    /// Property names at any depth, space-separated (`search::fields::schema_fields`); a
+    /// `String` (kept to its length), so the keyword index can borrow it as a field.
+    property_names: String,
     /// `description` strings inside the schema, newline-separated.
-    descriptions: Box<str>,
+    descriptions: String,
     value: OnceLock<Value>,
     validator: OnceLock<Result<Arc<Validator>, String>>,
     adapted: OnceLock<Arc<Adapted>>,
+}
+
+/// `s` as a one-string field, or no string when empty (as [`PreparedTool::search_doc`]).
+#[allow(clippy::ptr_arg)] // the field is a slice of `String`s: this one
+fn nonempty(s: &String) -> &[String] {
+    if s.is_empty() { &[] } else { std::slice::from_ref(s) }
+}
+
+fn fitted(mut s: String) -> String {
+    s.shrink_to_fit();
+    s
 }
 
 /// A compiled validator takes about this many bytes per byte of its schema's text (measured
@@ -73,8 +85,8 @@ impl Schema {
         let (names, descriptions) = fields::schema_fields(&value);
         Ok(Schema {
             json: compact(&value),
-            property_names: names.join(" ").into(),
-            descriptions: descriptions.join("\n").into(),
+            property_names: fitted(names.join(" ")),
+            descriptions: fitted(descriptions.join("\n")),
             value: OnceLock::new(),
             validator: OnceLock::new(),
             adapted: OnceLock::new(),
@@ -129,6 +141,33 @@ impl PreparedTool {
     }
 
     /// The tool as the search indexes see it (grouped tools).
+    /// Whether `other` is indexed exactly as this tool is (same [`PreparedTool::search_doc`]).
+    fn same_search_text(&self, other: &PreparedTool) -> bool {
+        self.name == other.name
+            && self.local == other.local
+            && self.group == other.group
+            && self.description == other.description
+            && self.additional_search_text == other.additional_search_text
+            && (Arc::ptr_eq(&self.schema, &other.schema)
+                || (self.schema.property_names == other.schema.property_names && self.schema.descriptions == other.schema.descriptions))
+    }
+
+    /// What the keyword index reads of this tool: [`PreparedTool::search_doc`]'s text,
+    /// borrowed.
+    fn search_text(&self) -> DocText<'_> {
+        DocText {
+            fields: [
+                std::slice::from_ref(&self.local),
+                std::slice::from_ref(&self.description),
+                self.group.as_slice(),
+                nonempty(&self.schema.property_names),
+                nonempty(&self.schema.descriptions),
+                std::slice::from_ref(&self.additional_search_text),
+            ],
+            canonical: &self.name,
+        }
+    }
+
     fn search_doc(&self) -> SearchDoc {
         let one = |s: &str| if s.is_empty() { Vec::new() } else { vec![s.to_owned()] };
         SearchDoc {
@@ -197,6 +236,65 @@ impl std::fmt::Debug for Catalog {
     }
 }
 
+/// Most threads a compile prepares schemas on.
+const MAX_COMPILE_THREADS: usize = 4;
+/// Fewer new schemas are prepared on the calling thread.
+const PARALLEL_FROM_SCHEMAS: usize = 256;
+
+/// [`Schema::prepare`] of each text, in order; split across threads when there are many.
+fn prepare_all(texts: &[&str]) -> Vec<Result<Schema, String>> {
+    let threads = match texts.len() {
+        n if n < PARALLEL_FROM_SCHEMAS => 1,
+        _ => std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_COMPILE_THREADS),
+    };
+    if threads <= 1 {
+        return texts.iter().map(|t| Schema::prepare(t)).collect();
+    }
+    std::thread::scope(|scope| {
+        let chunks: Vec<_> = texts
+            .chunks(texts.len().div_ceil(threads))
+            .map(|chunk| scope.spawn(|| chunk.iter().map(|t| Schema::prepare(t)).collect::<Vec<_>>()))
+            .collect();
+        chunks.into_iter().flat_map(|chunk| chunk.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
+    })
+}
+
+/// Per search document of a new version, `previous`'s document with the same searchable
+/// text, if any (its index segment can then be kept).
+fn unchanged_docs(tools: &[PreparedTool], grouped: &[u32], previous: &Catalog) -> Vec<Option<u32>> {
+    let mut doc_of_tool: Option<Vec<u32>> = None;
+    (0u32..)
+        .zip(grouped)
+        .map(|(doc, &t)| {
+            let tool = &tools[t as usize];
+            // Mostly at the same position; else looked up by canonical name.
+            let old = match previous.grouped.get(doc as usize) {
+                Some(&o) if previous.tools[o as usize].name == tool.name => doc,
+                _ => {
+                    let o = previous.by_canonical(&tool.name)?;
+                    let doc_of_tool = doc_of_tool.get_or_insert_with(|| {
+                        let mut inverse = vec![u32::MAX; previous.tools.len()];
+                        for (d, &t) in (0u32..).zip(&previous.grouped) {
+                            inverse[t as usize] = d;
+                        }
+                        inverse
+                    });
+                    doc_of_tool[o as usize]
+                }
+            };
+            previous.doc_tool(old).same_search_text(tool).then_some(old)
+        })
+        .collect()
+}
+
+/// Whether `source` exposes its tool `decl` (an MCP source may allow only some).
+fn kept(source: &ToolSource, decl: &ToolDeclaration) -> bool {
+    match &source.kind {
+        SourceKind::Mcp(m) => m.allowed_tools.is_empty() || m.allowed_tools.contains(&decl.name),
+        _ => true,
+    }
+}
+
 fn matches_list(list: &[String], tool: &str) -> bool {
     list.iter().any(|n| n == "*" || n == tool)
 }
@@ -219,6 +317,28 @@ impl Catalog {
                 schemas.entry(t.schema.json.get()).or_insert_with(|| t.schema.clone());
             }
         }
+        // Each kept declaration's schema, in declaration order: shared with the previous
+        // version or an earlier declaration, or new and prepared up front on several threads
+        // (parsing and compacting is most of a compile).
+        let mut slots: Vec<Result<Arc<Schema>, usize>> = Vec::new();
+        let mut fresh: Vec<&str> = Vec::new();
+        let mut fresh_at: HashMap<&str, usize, RandomState> = HashMap::default();
+        for source in &def.sources {
+            let decls = listed.get(&source.id).map(|v| v.as_slice()).unwrap_or(source.kind.declared_tools());
+            for decl in decls.iter().filter(|decl| kept(source, decl)) {
+                let text = decl.input_schema.as_str();
+                slots.push(match schemas.get(text) {
+                    Some(schema) => Ok(schema.clone()),
+                    None => Err(*fresh_at.entry(text).or_insert_with(|| {
+                        fresh.push(text);
+                        fresh.len() - 1
+                    })),
+                });
+            }
+        }
+        drop(schemas);
+        let prepared: Vec<Result<Arc<Schema>, String>> = prepare_all(&fresh).into_iter().map(|p| p.map(Arc::new)).collect();
+        let mut slots = slots.into_iter().map(|slot| slot.or_else(|at| prepared[at].clone()));
         let control = def.control.resolve();
         let mut group_of: HashMap<&str, &str> = HashMap::new();
         for (g, group) in &def.groups {
@@ -246,13 +366,8 @@ impl Catalog {
             });
             let from_listing = listed.get(&source.id);
             let decls = from_listing.map(|v| v.as_slice()).unwrap_or(source.kind.declared_tools());
-            for decl in decls {
-                if let SourceKind::Mcp(m) = &source.kind
-                    && !m.allowed_tools.is_empty()
-                    && !m.allowed_tools.contains(&decl.name)
-                {
-                    continue;
-                }
+            for decl in decls.iter().filter(|decl| kept(source, decl)) {
+                let schema = slots.next().expect("a schema slot per kept declaration");
                 // Listed tools were not validated at create time: check them here.
                 if from_listing.is_some()
                     && let Some(p) = tool_name_problem(&decl.name)
@@ -260,15 +375,12 @@ impl Catalog {
                     diagnostics.push(format!("source {:?}: tool {:?} skipped: {p}", source.id, decl.name));
                     continue;
                 }
-                let input_schema = match schemas.get(decl.input_schema.as_str()) {
-                    Some(s) => s.clone(),
-                    None => match Schema::prepare(&decl.input_schema) {
-                        Ok(s) => schemas.entry(decl.input_schema.as_str()).or_insert(Arc::new(s)).clone(),
-                        Err(e) => {
-                            diagnostics.push(format!("source {:?}: tool {:?} skipped: input schema {e}", source.id, decl.name));
-                            continue;
-                        }
-                    },
+                let input_schema = match schema {
+                    Ok(schema) => schema,
+                    Err(e) => {
+                        diagnostics.push(format!("source {:?}: tool {:?} skipped: input schema {e}", source.id, decl.name));
+                        continue;
+                    }
                 };
                 let output = if decl.output_schema.trim().is_empty() { None } else { schema::parse(&decl.output_schema).ok().map(|v| compact(&v)) };
                 let name = match &group {
@@ -374,7 +486,12 @@ impl Catalog {
                 groups[group_index[g]].tools.push(t);
             }
         }
-        let index = KeywordIndex::build(&grouped.iter().map(|&t| tools[t as usize].search_doc()).collect::<Vec<_>>());
+        let docs: Vec<DocText> = grouped.iter().map(|&t| tools[t as usize].search_text()).collect();
+        let index = match previous {
+            Some(previous) => KeywordIndex::update(&docs, &previous.index, &unchanged_docs(&tools, &grouped, previous)),
+            None => KeywordIndex::build(&docs),
+        };
+        drop(docs);
         let catalog = Catalog {
             control,
             instructions: def.instructions.clone(),

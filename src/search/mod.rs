@@ -39,6 +39,42 @@ pub struct SearchDoc {
     pub additional_search_text: String,
 }
 
+/// A document's searchable texts, borrowed: what the keyword index reads, so a compiled
+/// catalog indexes its tools without copying their text into [`SearchDoc`]s.
+#[derive(Debug, Clone, Copy)]
+pub struct DocText<'a> {
+    /// The six fields in priority order, as `fields::searchable_fields` gives them.
+    pub fields: [&'a [String]; 6],
+    pub canonical: &'a str,
+}
+
+impl DocText<'_> {
+    pub fn name(&self) -> &str {
+        self.fields[0].first().map_or("", String::as_str)
+    }
+
+    pub fn group(&self) -> &str {
+        self.fields[2].first().map_or("", String::as_str)
+    }
+}
+
+/// A document the keyword index can read.
+pub trait Searchable: Sync {
+    fn text(&self) -> DocText<'_>;
+}
+
+impl Searchable for SearchDoc {
+    fn text(&self) -> DocText<'_> {
+        DocText { fields: fields::searchable_fields(self), canonical: &self.canonical }
+    }
+}
+
+impl Searchable for DocText<'_> {
+    fn text(&self) -> DocText<'_> {
+        *self
+    }
+}
+
 /// One ranked candidate.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Hit {

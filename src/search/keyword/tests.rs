@@ -1,6 +1,7 @@
 //! Unit tests of the parent module.
 
 use super::*;
+use crate::search::SearchDoc;
 use crate::search::fields::schema_fields;
 use crate::search::naive::naive_search;
 use serde_json::json;
@@ -434,4 +435,92 @@ fn index_agrees_with_naive_search_on_pseudo_random_catalogs() {
     }
     // The generator must exercise real matches, not only empty results.
     assert!(nonempty > 250, "only {nonempty} queries matched");
+}
+
+/// Every query ranks the same through `index` as through the naive scan of `docs`.
+fn agrees_with_naive(index: &KeywordIndex, docs: &[SearchDoc], rng: &mut Rng, queries: usize) {
+    assert_eq!(index.len(), docs.len());
+    for _ in 0..queries {
+        let query = random_query(rng, docs);
+        let group = if rng.below(3) == 0 { Some(rng.pick(GROUPS)) } else { None };
+        assert_eq!(index.search(&query, group), naive_search(docs, &query, group), "{query:?} in {group:?}");
+        let (top, total) = index.search_top(&query, group, 5);
+        let all = index.search(&query, group);
+        assert_eq!((top.as_slice(), total), (&all[..all.len().min(5)], all.len()), "{query:?} top 5");
+    }
+}
+
+#[test]
+fn an_index_built_in_parts_ranks_like_the_naive_scan() {
+    let mut rng = Rng(0x5151_2026_0c07_0001);
+    let docs: Vec<SearchDoc> = (0..700).map(|_| random_doc(&mut rng)).collect();
+    for parts in [2, 3, 4] {
+        let index = KeywordIndex::build_parts(&docs, parts);
+        assert_eq!(index.parts(), parts);
+        agrees_with_naive(&index, &docs, &mut rng, 150);
+    }
+}
+
+#[test]
+fn updated_indexes_keep_unchanged_parts_and_rank_like_the_naive_scan() {
+    let mut rng = Rng(0x5151_2026_0c07_0002);
+    let mut docs: Vec<SearchDoc> = (0..900).map(|_| random_doc(&mut rng)).collect();
+    let mut index = KeywordIndex::build_parts(&docs, 4);
+    let (mut shared, mut rebuilt) = (0, 0);
+    for round in 0..40 {
+        // Most documents stay; some leave, change or arrive, and every seventh round most
+        // of them change.
+        let churn = if round % 7 == 6 { 2 } else { 40 };
+        let mut next = Vec::new();
+        let mut was = Vec::new();
+        for (old, doc) in (0u32..).zip(&docs) {
+            match rng.below(churn) {
+                0 => {}
+                1 => {
+                    next.push(random_doc(&mut rng));
+                    was.push(None);
+                }
+                _ => {
+                    next.push(doc.clone());
+                    was.push(Some(old));
+                }
+            }
+            if rng.below(churn * 2) == 0 {
+                next.push(random_doc(&mut rng));
+                was.push(None);
+            }
+        }
+        let updated = KeywordIndex::update(&next, &index, &was);
+        assert!(updated.parts() <= MAX_PARTS, "round {round}: {} parts", updated.parts());
+        let kept = updated.parts.iter().filter(|p| index.parts.iter().any(|q| Arc::ptr_eq(&p.segment, &q.segment))).count();
+        if kept > 0 {
+            shared += 1
+        } else {
+            rebuilt += 1
+        }
+        agrees_with_naive(&updated, &next, &mut rng, 40);
+        (docs, index) = (next, updated);
+    }
+    // Both paths ran: segments kept across versions, and whole rebuilds after big changes.
+    assert!(shared >= 25 && rebuilt >= 3, "kept segments in {shared} rounds, rebuilt in {rebuilt}");
+}
+
+#[test]
+fn an_update_with_every_document_unchanged_shares_every_segment() {
+    let mut rng = Rng(0x5151_2026_0c07_0003);
+    let docs: Vec<SearchDoc> = (0..500).map(|_| random_doc(&mut rng)).collect();
+    let index = KeywordIndex::build_parts(&docs, 2);
+    let was: Vec<Option<u32>> = (0..500).map(Some).collect();
+    let again = KeywordIndex::update(&docs, &index, &was);
+    assert_eq!(again.parts(), 2);
+    assert!(again.parts.iter().zip(&index.parts).all(|(a, b)| Arc::ptr_eq(&a.segment, &b.segment) && matches!(a.docs, PartDocs::Run(_))));
+    agrees_with_naive(&again, &docs, &mut rng, 50);
+}
+
+#[test]
+fn an_update_rejects_a_mapping_of_the_wrong_length() {
+    let docs = [tool("crm", "lookup")];
+    let index = KeywordIndex::build(&docs);
+    let result = std::panic::catch_unwind(|| KeywordIndex::update(&docs, &index, &[]));
+    assert!(result.is_err());
 }

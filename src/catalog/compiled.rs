@@ -309,17 +309,13 @@ impl Catalog {
     /// [`Catalog::compile`], reusing what `previous` (an earlier version of the same agent)
     /// already prepared for tools declared the same way.
     pub fn compile_from(def: &AgentDefinition, listed: &BTreeMap<String, Vec<ToolDeclaration>>, previous: Option<&Catalog>) -> Catalog {
-        // Distinct schemas by declared text: each is parsed and compacted once, and a text
-        // the previous version already prepared is taken from it.
-        let mut schemas: HashMap<&str, Arc<Schema>, RandomState> = HashMap::default();
-        if let Some(previous) = previous {
-            for t in &previous.tools {
-                schemas.entry(t.schema.json.get()).or_insert_with(|| t.schema.clone());
-            }
-        }
-        // Each kept declaration's schema, in declaration order: shared with the previous
-        // version or an earlier declaration, or new and prepared up front on several threads
-        // (parsing and compacting is most of a compile).
+        // The previous version's schemas by source and tool: a declaration whose text is its
+        // predecessor's shares that schema, found without hashing the text.
+        let before: HashMap<(&str, &str), &Arc<Schema>, RandomState> =
+            previous.map(|p| p.tools.iter().map(|t| ((p.sources[t.source].id.as_str(), t.local.as_str()), &t.schema)).collect()).unwrap_or_default();
+        // Each kept declaration's schema, in declaration order: its predecessor's, or one of
+        // the distinct new texts, each parsed and compacted once, up front on several threads
+        // (most of a compile).
         let mut slots: Vec<Result<Arc<Schema>, usize>> = Vec::new();
         let mut fresh: Vec<&str> = Vec::new();
         let mut fresh_at: HashMap<&str, usize, RandomState> = HashMap::default();
@@ -327,17 +323,18 @@ impl Catalog {
             let decls = listed.get(&source.id).map(|v| v.as_slice()).unwrap_or(source.kind.declared_tools());
             for decl in decls.iter().filter(|decl| kept(source, decl)) {
                 let text = decl.input_schema.as_str();
-                slots.push(match schemas.get(text) {
-                    Some(schema) => Ok(schema.clone()),
-                    None => Err(*fresh_at.entry(text).or_insert_with(|| {
+                slots.push(match before.get(&(source.id.as_str(), decl.name.as_str())) {
+                    Some(&schema) if schema.json.get() == text => Ok(schema.clone()),
+                    _ => Err(*fresh_at.entry(text).or_insert_with(|| {
                         fresh.push(text);
                         fresh.len() - 1
                     })),
                 });
             }
         }
-        drop(schemas);
+        drop(before);
         let prepared: Vec<Result<Arc<Schema>, String>> = prepare_all(&fresh).into_iter().map(|p| p.map(Arc::new)).collect();
+        let declared = slots.len();
         let mut slots = slots.into_iter().map(|slot| slot.or_else(|at| prepared[at].clone()));
         let control = def.control.resolve();
         let mut group_of: HashMap<&str, &str> = HashMap::new();
@@ -349,9 +346,9 @@ impl Catalog {
         let mut diagnostics = Vec::new();
         let bytes = Arc::new(AtomicUsize::new(0));
         let mut sources = Vec::with_capacity(def.sources.len());
-        let mut tools: Vec<PreparedTool> = Vec::new();
-        let mut seen_grouped: HashSet<String> = HashSet::new();
-        let mut seen_direct: HashSet<String> = HashSet::new();
+        let mut tools: Vec<PreparedTool> = Vec::with_capacity(declared);
+        let mut seen_grouped: HashSet<String, RandomState> = HashSet::default();
+        let mut seen_direct: HashSet<String, RandomState> = HashSet::default();
         // Exposed names (SPEC §3) validation checked for declared tools; listed tools must
         // not take one of them, nor one another listed tool took first.
         let mut exposed = declared_exposed_names(def, listed, &group_of, &control);
@@ -488,7 +485,12 @@ impl Catalog {
         }
         let docs: Vec<DocText> = grouped.iter().map(|&t| tools[t as usize].search_text()).collect();
         let index = match previous {
-            Some(previous) => KeywordIndex::update(&docs, &previous.index, &unchanged_docs(&tools, &grouped, previous)),
+            Some(previous) => {
+                // Canonical names are injective: the same one is the same group and local name.
+                let same_names = grouped.len() == previous.grouped.len()
+                    && grouped.iter().zip(&previous.grouped).all(|(&t, &o)| tools[t as usize].name == previous.tools[o as usize].name);
+                KeywordIndex::update(&docs, &previous.index, &unchanged_docs(&tools, &grouped, previous), same_names)
+            }
             None => KeywordIndex::build(&docs),
         };
         drop(docs);

@@ -40,6 +40,13 @@ pub struct KeywordIndex {
     /// The documents' terms and postings, in parts: one for a new catalog, and after an
     /// update the previous version's where its documents are unchanged, plus the changed.
     parts: Vec<Part>,
+    /// Shared with the previous version when no document was renamed, moved or regrouped.
+    names: Arc<Names>,
+}
+
+/// What the index knows of its documents' names and groups.
+#[derive(Debug)]
+struct Names {
     /// Lower-cased local and canonical names → documents, ascending.
     exact: Map<Box<str>, Vec<u32>>,
     groups: Map<Box<str>, u32>,
@@ -418,14 +425,15 @@ impl KeywordIndex {
                         }
                 })
                 .sum::<usize>()
-            + table(&self.exact)
-            + self.exact.iter().map(|(k, v)| text(k) + vec(v, v.capacity())).sum::<usize>()
-            + keys(&self.groups)
-            + vec(&self.doc_group, self.doc_group.capacity())
-            + vec(&self.canonical_rank, self.canonical_rank.capacity())
-            + vec(&self.by_canonical, self.by_canonical.capacity())
-            + vec(&self.group_members, self.group_members.capacity())
-            + self.group_members.iter().map(|g| vec(g, g.capacity())).sum::<usize>()
+            + size_of::<Names>()
+            + table(&self.names.exact)
+            + self.names.exact.iter().map(|(k, v)| text(k) + vec(v, v.capacity())).sum::<usize>()
+            + keys(&self.names.groups)
+            + vec(&self.names.doc_group, self.names.doc_group.capacity())
+            + vec(&self.names.canonical_rank, self.names.canonical_rank.capacity())
+            + vec(&self.names.by_canonical, self.names.by_canonical.capacity())
+            + vec(&self.names.group_members, self.names.group_members.capacity())
+            + self.names.group_members.iter().map(|g| vec(g, g.capacity())).sum::<usize>()
     }
 
     /// Indexes `docs`; hits refer to documents by their position in this slice.
@@ -442,11 +450,14 @@ impl KeywordIndex {
     /// [`KeywordIndex::build`] for a new version of `previous`'s catalog: `was[d]` is the
     /// document of `previous` that document `d` repeats unchanged (the same searchable
     /// text), or `None`. The segments holding mostly unchanged documents are shared with
-    /// `previous`; only the rest is indexed again. Ranks exactly as `build` would.
+    /// `previous`; only the rest is indexed again. `same_names` says every document has the
+    /// local name, canonical name and group of `previous`'s document of the same number
+    /// (only descriptions or schemas changed): the name tables are then shared too. Ranks
+    /// exactly as `build` would.
     ///
     /// # Panics
     /// As `build`, or if `was` is not one entry per document.
-    pub fn update(docs: &[impl Searchable], previous: &KeywordIndex, was: &[Option<u32>]) -> KeywordIndex {
+    pub fn update(docs: &[impl Searchable], previous: &KeywordIndex, was: &[Option<u32>], same_names: bool) -> KeywordIndex {
         assert_eq!(was.len(), docs.len(), "one entry per document");
         let mut now = vec![GONE; previous.len()];
         for (doc, old) in (0u32..).zip(was) {
@@ -485,6 +496,9 @@ impl KeywordIndex {
             let segment = Segment::build(fresh.iter().map(|&d| docs[d as usize].text()));
             parts.push(Part { segment: Arc::new(segment), docs: PartDocs::compact(fresh.into()) });
         }
+        if same_names && previous.len() == docs.len() {
+            return KeywordIndex { parts, names: previous.names.clone() };
+        }
         Self::assemble(docs, parts)
     }
 
@@ -501,6 +515,12 @@ impl KeywordIndex {
 
     /// The index over `docs` from segments covering each document once.
     fn assemble(docs: &[impl Searchable], parts: Vec<Part>) -> KeywordIndex {
+        KeywordIndex { parts, names: Arc::new(Names::of(docs)) }
+    }
+}
+
+impl Names {
+    fn of(docs: &[impl Searchable]) -> Names {
         let count = u32::try_from(docs.len()).expect("fewer than 2^32 documents");
         let mut exact: Map<Box<str>, Vec<u32>> = Map::default();
         let mut groups = Map::default();
@@ -526,9 +546,11 @@ impl KeywordIndex {
             canonical_rank[doc as usize] = rank;
             group_members[doc_group[doc as usize] as usize].push(doc);
         }
-        KeywordIndex { parts, exact, groups, doc_group, canonical_rank, by_canonical, group_members }
+        Names { exact, groups, doc_group, canonical_rank, by_canonical, group_members }
     }
+}
 
+impl KeywordIndex {
     /// How many segments the index reads per query keyword.
     pub fn parts(&self) -> usize {
         self.parts.len()
@@ -537,17 +559,17 @@ impl KeywordIndex {
     /// Documents whose lower-cased local or canonical name equals the query trimmed and
     /// lower-cased, ascending.
     pub fn exact_docs(&self, query: &str) -> &[u32] {
-        self.exact.get(normalize_exact(query).as_str()).map_or(&[][..], Vec::as_slice)
+        self.names.exact.get(normalize_exact(query).as_str()).map_or(&[][..], Vec::as_slice)
     }
 
     /// Number of indexed documents.
     pub fn len(&self) -> usize {
-        self.doc_group.len()
+        self.names.doc_group.len()
     }
 
     /// Whether the index holds no documents.
     pub fn is_empty(&self) -> bool {
-        self.doc_group.is_empty()
+        self.names.doc_group.is_empty()
     }
 
     /// Every candidate for `query`, fully ranked (SPEC §5 order). `group`, when given,
@@ -596,7 +618,7 @@ impl KeywordIndex {
     fn plan(&self, query: &str, group: Option<&str>) -> Plan<'_> {
         let group = match group {
             None => None,
-            Some(name) => match self.groups.get(name) {
+            Some(name) => match self.names.groups.get(name) {
                 Some(&id) => Some(id),
                 None => return Plan::Browse(&[]),
             },
@@ -605,15 +627,15 @@ impl KeywordIndex {
             return Plan::Rank(group);
         }
         Plan::Browse(match group {
-            Some(id) => &self.group_members[id as usize],
-            None => &self.by_canonical,
+            Some(id) => &self.names.group_members[id as usize],
+            None => &self.names.by_canonical,
         })
     }
 
     /// Calls `sink` with the rank key (see `key`) of every candidate in `group`.
     fn rank(&self, query: &str, group: Option<u32>, mut sink: impl FnMut(u128)) {
-        let in_group = |doc: u32| group.is_none_or(|id| self.doc_group[doc as usize] == id);
-        let exact = self.exact.get(normalize_exact(query).as_str()).map_or(&[][..], Vec::as_slice);
+        let in_group = |doc: u32| group.is_none_or(|id| self.names.doc_group[doc as usize] == id);
+        let exact = self.names.exact.get(normalize_exact(query).as_str()).map_or(&[][..], Vec::as_slice);
         let key = |doc: u32, tally: u64| {
             let exact = exact.binary_search(&doc).is_ok();
             self.key(u128::from(exact) << 64 | u128::from(tally), doc)
@@ -670,13 +692,13 @@ impl KeywordIndex {
     /// Packs a candidate so that a larger key ranks first: its strength (the exact flag
     /// above the tally `matched << 32 | score`), then ascending canonical rank.
     fn key(&self, strength: u128, doc: u32) -> u128 {
-        strength << 32 | u128::from(u32::MAX - self.canonical_rank[doc as usize])
+        strength << 32 | u128::from(u32::MAX - self.names.canonical_rank[doc as usize])
     }
 
     fn hit(&self, key: u128) -> Hit {
         let rank = u32::MAX - key as u32;
         let tally = (key >> 32) as u64;
-        Hit { doc: self.by_canonical[rank as usize], exact: key >> 96 == 1, matched: (tally >> 32) as u32, score: tally as u32 }
+        Hit { doc: self.names.by_canonical[rank as usize], exact: key >> 96 == 1, matched: (tally >> 32) as u32, score: tally as u32 }
     }
 }
 

@@ -490,7 +490,7 @@ fn updated_indexes_keep_unchanged_parts_and_rank_like_the_naive_scan() {
                 was.push(None);
             }
         }
-        let updated = KeywordIndex::update(&next, &index, &was);
+        let updated = KeywordIndex::update(&next, &index, &was, false);
         assert!(updated.parts() <= MAX_PARTS, "round {round}: {} parts", updated.parts());
         let kept = updated.parts.iter().filter(|p| index.parts.iter().any(|q| Arc::ptr_eq(&p.segment, &q.segment))).count();
         if kept > 0 {
@@ -511,8 +511,9 @@ fn an_update_with_every_document_unchanged_shares_every_segment() {
     let docs: Vec<SearchDoc> = (0..500).map(|_| random_doc(&mut rng)).collect();
     let index = KeywordIndex::build_parts(&docs, 2);
     let was: Vec<Option<u32>> = (0..500).map(Some).collect();
-    let again = KeywordIndex::update(&docs, &index, &was);
+    let again = KeywordIndex::update(&docs, &index, &was, true);
     assert_eq!(again.parts(), 2);
+    assert!(Arc::ptr_eq(&again.names, &index.names));
     assert!(again.parts.iter().zip(&index.parts).all(|(a, b)| Arc::ptr_eq(&a.segment, &b.segment) && matches!(a.docs, PartDocs::Run(_))));
     agrees_with_naive(&again, &docs, &mut rng, 50);
 }
@@ -521,6 +522,24 @@ fn an_update_with_every_document_unchanged_shares_every_segment() {
 fn an_update_rejects_a_mapping_of_the_wrong_length() {
     let docs = [tool("crm", "lookup")];
     let index = KeywordIndex::build(&docs);
-    let result = std::panic::catch_unwind(|| KeywordIndex::update(&docs, &index, &[]));
+    let result = std::panic::catch_unwind(|| KeywordIndex::update(&docs, &index, &[], false));
     assert!(result.is_err());
+}
+
+#[test]
+fn an_update_of_descriptions_only_shares_the_name_tables_and_ranks_like_the_naive_scan() {
+    let mut rng = Rng(0x5151_2026_0c07_0004);
+    let docs: Vec<SearchDoc> = (0..600).map(|_| random_doc(&mut rng)).collect();
+    let index = KeywordIndex::build_parts(&docs, 3);
+    let mut next = docs.clone();
+    let mut was: Vec<Option<u32>> = (0..600).map(Some).collect();
+    for d in [0, 1, 63, 64, 300, 599] {
+        next[d].description = phrase(&mut rng, 6);
+        next[d].property_names = vec![phrase(&mut rng, 2)];
+        was[d] = None;
+    }
+    let updated = KeywordIndex::update(&next, &index, &was, true);
+    assert!(Arc::ptr_eq(&updated.names, &index.names));
+    assert_eq!(updated.parts(), 4, "three kept segments and the changed documents'");
+    agrees_with_naive(&updated, &next, &mut rng, 200);
 }

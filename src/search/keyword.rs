@@ -634,11 +634,14 @@ impl KeywordIndex {
 
     /// Calls `sink` with the rank key (see `key`) of every candidate in `group`.
     fn rank(&self, query: &str, group: Option<u32>, mut sink: impl FnMut(u128)) {
-        let in_group = |doc: u32| group.is_none_or(|id| self.names.doc_group[doc as usize] == id);
-        let exact = self.names.exact.get(normalize_exact(query).as_str()).map_or(&[][..], Vec::as_slice);
+        // Slices taken once: the per-candidate closures index them directly.
+        let names = &*self.names;
+        let (doc_group, canonical_rank) = (names.doc_group.as_slice(), names.canonical_rank.as_slice());
+        let in_group = |doc: u32| group.is_none_or(|id| doc_group[doc as usize] == id);
+        let exact = names.exact.get(normalize_exact(query).as_str()).map_or(&[][..], Vec::as_slice);
         let key = |doc: u32, tally: u64| {
             let exact = exact.binary_search(&doc).is_ok();
-            self.key(u128::from(exact) << 64 | u128::from(tally), doc)
+            pack(u128::from(exact) << 64 | u128::from(tally), canonical_rank[doc as usize])
         };
         let keywords = keywords(query);
 
@@ -689,17 +692,17 @@ impl KeywordIndex {
         }
     }
 
-    /// Packs a candidate so that a larger key ranks first: its strength (the exact flag
-    /// above the tally `matched << 32 | score`), then ascending canonical rank.
-    fn key(&self, strength: u128, doc: u32) -> u128 {
-        strength << 32 | u128::from(u32::MAX - self.names.canonical_rank[doc as usize])
-    }
-
     fn hit(&self, key: u128) -> Hit {
         let rank = u32::MAX - key as u32;
         let tally = (key >> 32) as u64;
         Hit { doc: self.names.by_canonical[rank as usize], exact: key >> 96 == 1, matched: (tally >> 32) as u32, score: tally as u32 }
     }
+}
+
+/// Packs a candidate so that a larger key ranks first: its strength (the exact flag above
+/// the tally `matched << 32 | score`), then ascending canonical rank.
+fn pack(strength: u128, canonical_rank: u32) -> u128 {
+    strength << 32 | u128::from(u32::MAX - canonical_rank)
 }
 
 fn browse_hit(doc: u32) -> Hit {

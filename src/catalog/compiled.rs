@@ -140,7 +140,6 @@ impl PreparedTool {
             .clone()
     }
 
-    /// The tool as the search indexes see it (grouped tools).
     /// Whether `other` is indexed exactly as this tool is (same [`PreparedTool::search_doc`]).
     fn same_search_text(&self, other: &PreparedTool) -> bool {
         self.name == other.name
@@ -168,6 +167,7 @@ impl PreparedTool {
         }
     }
 
+    /// The tool as the search indexes see it (grouped tools).
     fn search_doc(&self) -> SearchDoc {
         let one = |s: &str| if s.is_empty() { Vec::new() } else { vec![s.to_owned()] };
         SearchDoc {

@@ -339,7 +339,7 @@ impl KeywordIndex {
         SCRATCH.with(|cell| {
             // Taken out so a panic mid-query leaves a fresh scratch behind, not a dirty one.
             let mut scratch = cell.take();
-            scratch.fit(self.len());
+            scratch.fit(self.len(), self.parts.iter().map(|p| p.segment.docs as usize).max().unwrap_or(0));
             for keyword in &keywords {
                 self.score_keyword(keyword, &mut scratch);
             }
@@ -432,12 +432,17 @@ struct Scratch {
 }
 
 impl Scratch {
-    fn fit(&mut self, docs: usize) {
+    /// Sizes the arrays for `docs` documents and bitmaps of segments of up to `segment_docs`
+    /// (a kept segment can be wider than its version, holding documents since removed).
+    fn fit(&mut self, docs: usize, segment_docs: usize) {
         self.docs = docs;
         if self.tally.len() < docs {
             self.tally.resize(docs, 0);
             self.seen.resize(docs.div_ceil(64), 0);
-            self.tiers.resize(FIELDS * docs.div_ceil(64), 0);
+        }
+        let tiers = FIELDS * docs.max(segment_docs).div_ceil(64);
+        if self.tiers.len() < tiers {
+            self.tiers.resize(tiers, 0);
         }
     }
 

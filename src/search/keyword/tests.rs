@@ -543,3 +543,25 @@ fn an_update_of_descriptions_only_shares_the_name_tables_and_ranks_like_the_naiv
     assert_eq!(updated.parts(), 4, "three kept segments and the changed documents'");
     agrees_with_naive(&updated, &next, &mut rng, 200);
 }
+
+#[test]
+fn a_kept_segment_wider_than_its_version_is_searched_on_a_fresh_thread() {
+    let mut rng = Rng(0x5151_2026_0c07_0005);
+    let docs: Vec<SearchDoc> = (0..1_000).map(|_| random_doc(&mut rng)).collect();
+    let index = KeywordIndex::build(&docs);
+    // 600 of the 1,000 stay: the one segment is kept, wider than the new version.
+    let next: Vec<SearchDoc> = docs[..600].to_vec();
+    let was: Vec<Option<u32>> = (0..600).map(Some).collect();
+    let updated = KeywordIndex::update(&next, &index, &was, false);
+    assert!(Arc::ptr_eq(&updated.parts[0].segment, &index.parts[0].segment));
+    // A thread whose scratch never saw the 1,000-document version.
+    std::thread::scope(|scope| {
+        scope
+            .spawn(|| {
+                let mut rng = Rng(0x5151_2026_0c07_0006);
+                agrees_with_naive(&updated, &next, &mut rng, 200);
+            })
+            .join()
+            .expect("searching the wider segment does not panic")
+    });
+}

@@ -439,7 +439,7 @@ fn count(delta: isize) {
     NET.fetch_add(delta, std::sync::atomic::Ordering::Relaxed);
 }
 
-// SAFETY: every call goes to mimalloc unchanged; only a thread-local counter is added to.
+// SAFETY: every call goes to mimalloc unchanged; only an atomic counter is added to.
 unsafe impl std::alloc::GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: std::alloc::Layout) -> *mut u8 {
         count(layout.size() as isize);

@@ -238,3 +238,56 @@ fn a_version_compiled_from_its_predecessor_ranks_like_one_compiled_alone() {
         .expect("the fixture declares shared schemas");
     assert!(std::ptr::eq(first.tools[a].input_schema_json(), first.tools[b].input_schema_json()), "one copy per distinct schema");
 }
+
+#[test]
+fn versions_that_change_descriptions_or_rename_a_tool_rank_like_ones_compiled_alone() {
+    let first = Catalog::compile(&definition(), &BTreeMap::new());
+    // Descriptions only: every name stays in place (the name tables can be shared).
+    let mut described = definition();
+    // A rename keeps the tool count and positions, but not the names.
+    let mut renamed = definition();
+    if let (SourceKind::Client(d), SourceKind::Client(r)) = (&mut described.sources[3].kind, &mut renamed.sources[3].kind) {
+        d.tools[7].description = "Reconcile the ledger balance after a transfer.".into();
+        d.tools[30].description = "Archive the quarterly statements.".into();
+        r.tools[7].name = "reconcile_ledger_balance".into();
+    }
+    for def in [described, renamed] {
+        let alone = Catalog::compile(&def, &BTreeMap::new());
+        let reused = Catalog::compile_from(&def, &BTreeMap::new(), Some(&first));
+        assert_eq!(reused.index.parts(), 2, "the predecessor's segment kept, the changed tools in another");
+        assert_eq!(results(&alone), results(&reused));
+        // The renamed tool by its local and canonical names, as one compiled alone finds it
+        // (names not in this version find nothing in either).
+        let canonical = alone.tools.iter().find(|t| t.local == "reconcile_ledger_balance").map_or("none".into(), |t| t.name.clone());
+        for name in ["reconcile_ledger_balance", canonical.as_str()] {
+            assert_eq!(reused.index.search_top(name, None, 3), alone.index.search_top(name, None, 3), "{name}");
+            assert_eq!(reused.exact_matches(name, None), alone.exact_matches(name, None), "{name}");
+        }
+    }
+}
+
+#[test]
+fn listed_tools_with_unparsable_schemas_are_skipped_and_the_others_keep_their_own() {
+    // Over 256 distinct schemas: prepared on several threads.
+    let schema_of = |i: usize| match i {
+        100 => "{not json".to_string(),
+        250 => "[1,".to_string(),
+        _ => json!({"type": "object", "properties": {format!("p{i}"): {"type": "string", "description": format!("field {i}")}}}).to_string(),
+    };
+    let tools: Vec<ToolDeclaration> = (0..300)
+        .map(|i| ToolDeclaration { name: format!("t{i}"), description: format!("Tool {i}."), input_schema: schema_of(i), ..Default::default() })
+        .collect();
+    let mut def = AgentDefinition::default();
+    def.groups.insert("big".into(), ToolGroup { description: "Many tools.".into(), source_ids: vec!["src".into()] });
+    def.sources.push(ToolSource { id: "src".into(), kind: SourceKind::Client(ClientSource::default()), ..Default::default() });
+    let catalog = Catalog::compile(&def, &BTreeMap::from([("src".to_string(), tools)]));
+    assert_eq!(catalog.diagnostics.len(), 2, "{:?}", catalog.diagnostics);
+    for (d, name) in catalog.diagnostics.iter().zip(["t100", "t250"]) {
+        assert!(d.contains(&format!("tool \"{name}\" skipped: input schema not valid JSON")), "{d}");
+    }
+    assert_eq!(catalog.tools.len(), 298);
+    for tool in &catalog.tools {
+        let i: usize = tool.local[1..].parse().unwrap();
+        assert_eq!(tool.input_schema_json().get(), schema_of(i), "{}", tool.local);
+    }
+}

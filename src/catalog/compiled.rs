@@ -63,7 +63,7 @@ struct Schema {
     adapted: OnceLock<Arc<Adapted>>,
 }
 
-/// `s` as a one-string field, or no string when empty (as [`PreparedTool::search_doc`]).
+/// `s` as a one-string field, or no string when empty.
 #[allow(clippy::ptr_arg)] // the field is a slice of `String`s: this one
 fn nonempty(s: &String) -> &[String] {
     if s.is_empty() { &[] } else { std::slice::from_ref(s) }
@@ -140,7 +140,7 @@ impl PreparedTool {
             .clone()
     }
 
-    /// Whether `other` is indexed exactly as this tool is (same [`PreparedTool::search_doc`]).
+    /// Whether `other` is indexed exactly as this tool is (same [`PreparedTool::search_text`]).
     fn same_search_text(&self, other: &PreparedTool) -> bool {
         self.name == other.name
             && self.local == other.local
@@ -151,8 +151,8 @@ impl PreparedTool {
                 || (self.schema.property_names == other.schema.property_names && self.schema.descriptions == other.schema.descriptions))
     }
 
-    /// What the keyword index reads of this tool: [`PreparedTool::search_doc`]'s text,
-    /// borrowed.
+    /// The tool as the search indexes see it (grouped tools), borrowed: one string per
+    /// field, which the indexes split at the separators as between strings.
     fn search_text(&self) -> DocText<'_> {
         DocText {
             fields: [
@@ -164,21 +164,6 @@ impl PreparedTool {
                 std::slice::from_ref(&self.additional_search_text),
             ],
             canonical: &self.name,
-        }
-    }
-
-    /// The tool as the search indexes see it (grouped tools).
-    fn search_doc(&self) -> SearchDoc {
-        let one = |s: &str| if s.is_empty() { Vec::new() } else { vec![s.to_owned()] };
-        SearchDoc {
-            name: self.local.clone(),
-            description: self.description.clone(),
-            group: self.group.clone().unwrap_or_default(),
-            canonical: self.name.clone(),
-            // One string per field: the indexes split at the separators as between strings.
-            property_names: one(&self.schema.property_names),
-            schema_descriptions: one(&self.schema.descriptions),
-            additional_search_text: self.additional_search_text.clone(),
         }
     }
 }
@@ -260,10 +245,13 @@ fn prepare_all(texts: &[&str]) -> Vec<Result<Schema, String>> {
 }
 
 /// Per search document of a new version, `previous`'s document with the same searchable
-/// text, if any (its index segment can then be kept).
-fn unchanged_docs(tools: &[PreparedTool], grouped: &[u32], previous: &Catalog) -> Vec<Option<u32>> {
+/// text, if any (its index segment can then be kept); and whether every document has the
+/// canonical name of `previous`'s document of the same number (its name tables can then be
+/// kept: canonical names are injective, so the same one is the same group and local name).
+fn unchanged_docs(tools: &[PreparedTool], grouped: &[u32], previous: &Catalog) -> (Vec<Option<u32>>, bool) {
+    let mut same_names = grouped.len() == previous.grouped.len();
     let mut doc_of_tool: Option<Vec<u32>> = None;
-    (0u32..)
+    let was = (0u32..)
         .zip(grouped)
         .map(|(doc, &t)| {
             let tool = &tools[t as usize];
@@ -271,6 +259,7 @@ fn unchanged_docs(tools: &[PreparedTool], grouped: &[u32], previous: &Catalog) -
             let old = match previous.grouped.get(doc as usize) {
                 Some(&o) if previous.tools[o as usize].name == tool.name => doc,
                 _ => {
+                    same_names = false;
                     let o = previous.by_canonical(&tool.name)?;
                     let doc_of_tool = doc_of_tool.get_or_insert_with(|| {
                         let mut inverse = vec![u32::MAX; previous.tools.len()];
@@ -284,7 +273,8 @@ fn unchanged_docs(tools: &[PreparedTool], grouped: &[u32], previous: &Catalog) -
             };
             previous.doc_tool(old).same_search_text(tool).then_some(old)
         })
-        .collect()
+        .collect();
+    (was, same_names)
 }
 
 /// Whether `source` exposes its tool `decl` (an MCP source may allow only some).
@@ -486,10 +476,8 @@ impl Catalog {
         let docs: Vec<DocText> = grouped.iter().map(|&t| tools[t as usize].search_text()).collect();
         let index = match previous {
             Some(previous) => {
-                // Canonical names are injective: the same one is the same group and local name.
-                let same_names = grouped.len() == previous.grouped.len()
-                    && grouped.iter().zip(&previous.grouped).all(|(&t, &o)| tools[t as usize].name == previous.tools[o as usize].name);
-                KeywordIndex::update(&docs, &previous.index, &unchanged_docs(&tools, &grouped, previous), same_names)
+                let (was, same_names) = unchanged_docs(&tools, &grouped, previous);
+                KeywordIndex::update(&docs, &previous.index, &was, same_names)
             }
             None => KeywordIndex::build(&docs),
         };
@@ -576,7 +564,7 @@ impl Catalog {
     /// The search documents, one per grouped tool in `grouped` order, made on demand (the
     /// catalog keeps their text once, in its tools).
     pub fn search_docs(&self) -> Vec<SearchDoc> {
-        self.grouped.iter().map(|&t| self.tool(t).search_doc()).collect()
+        self.grouped.iter().map(|&t| self.tool(t).search_text().to_doc()).collect()
     }
 
     /// The natural-language index, built on first use (its bytes then count in

@@ -159,6 +159,7 @@ impl KeywordIndex {
         // Keep the segments still mostly live, mapped to this version's documents.
         let mut kept: Vec<(usize, Part)> = Vec::new();
         for part in &previous.parts {
+            // A document already gone (`GONE`) is past the end of `now`: gone still.
             let map: Box<[u32]> = (0..part.segment.docs).map(|d| now.get(part.docs.doc(d) as usize).copied().unwrap_or(GONE)).collect();
             let live = map.iter().filter(|&&d| d != GONE).count();
             if live * 2 > map.len() {

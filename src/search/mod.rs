@@ -56,10 +56,26 @@ impl DocText<'_> {
     pub fn group(&self) -> &str {
         self.fields[2].first().map_or("", String::as_str)
     }
+
+    /// An owned copy, for the indexes that keep [`SearchDoc`]s.
+    pub fn to_doc(&self) -> SearchDoc {
+        // Fields 1, 2, 3 and 6 hold one string, or none for an empty one.
+        let one = |field: &[String]| field.first().cloned().unwrap_or_default();
+        let [name, description, group, property_names, schema_descriptions, additional] = self.fields;
+        SearchDoc {
+            name: one(name),
+            description: one(description),
+            group: one(group),
+            canonical: self.canonical.to_owned(),
+            property_names: property_names.to_vec(),
+            schema_descriptions: schema_descriptions.to_vec(),
+            additional_search_text: one(additional),
+        }
+    }
 }
 
 /// A document the keyword index can read.
-pub trait Searchable: Sync {
+pub trait Searchable {
     fn text(&self) -> DocText<'_>;
 }
 

@@ -349,12 +349,20 @@ impl KeywordIndex {
                     sink(key(doc, 0));
                 }
             }
-            for &doc in &scratch.touched {
-                if in_group(doc) {
-                    sink(key(doc, scratch.tally[doc as usize]));
+            // In document order: the per-document arrays are read sequentially, and each
+            // tally is cleared as it is read.
+            let Scratch { hit, tally, .. } = &mut scratch;
+            for (w, word) in hit[..self.len().div_ceil(64)].iter_mut().enumerate() {
+                let mut bits = std::mem::take(word);
+                while bits != 0 {
+                    let doc = w * 64 + bits.trailing_zeros() as usize;
+                    bits &= bits - 1;
+                    let points = std::mem::take(&mut tally[doc]);
+                    if in_group(doc as u32) {
+                        sink(key(doc as u32, points));
+                    }
                 }
             }
-            scratch.reset();
             cell.replace(scratch);
         });
     }
@@ -426,8 +434,8 @@ struct Scratch {
     /// Per document `matched << 32 | score`: one add counts a keyword and its points
     /// (a score reaching 2^32 would need hundreds of millions of keywords).
     tally: Vec<u64>,
-    /// Documents with a non-zero tally.
-    touched: Vec<u32>,
+    /// One bit per document with a non-zero tally.
+    hit: Vec<u64>,
     /// Runs containing the current keyword.
     runs: Vec<usize>,
 }
@@ -440,6 +448,7 @@ impl Scratch {
         if self.tally.len() < docs {
             self.tally.resize(docs, 0);
             self.seen.resize(docs.div_ceil(64), 0);
+            self.hit.resize(docs.div_ceil(64), 0);
         }
         let tiers = FIELDS * docs.max(segment_docs).div_ceil(64);
         if self.tiers.len() < tiers {
@@ -490,12 +499,7 @@ impl Scratch {
                     if merged[field] {
                         for w in 0..words {
                             // Whole words: `base` is a multiple of 64.
-                            let at = first_word + w;
-                            let mut new = self.tiers[field * words + w] & !self.seen[at];
-                            while new != 0 {
-                                self.visit(at * 64 + new.trailing_zeros() as usize, points);
-                                new &= new - 1;
-                            }
+                            self.visit_word(first_word + w, self.tiers[field * words + w], points);
                         }
                     }
                 }
@@ -528,20 +532,22 @@ impl Scratch {
         let (word, bit) = (doc / 64, 1u64 << (doc % 64));
         if self.seen[word] & bit == 0 {
             self.seen[word] |= bit;
-            let tally = &mut self.tally[doc];
-            if *tally == 0 {
-                // Fits: documents are numbered by u32 (see `build`).
-                self.touched.push(doc as u32);
-            }
-            *tally += 1 << 32 | points;
+            self.hit[word] |= bit;
+            self.tally[doc] += 1 << 32 | points;
         }
     }
 
-    fn reset(&mut self) {
-        for &doc in &self.touched {
-            self.tally[doc as usize] = 0;
+    /// Visits the documents of `bits` (word `at` of the per-query bitmaps) not yet visited
+    /// for this keyword.
+    fn visit_word(&mut self, at: usize, bits: u64, points: u64) {
+        let mut new = bits & !self.seen[at];
+        self.seen[at] |= new;
+        self.hit[at] |= new;
+        let tally = &mut self.tally[at * 64..];
+        while new != 0 {
+            tally[new.trailing_zeros() as usize] += 1 << 32 | points;
+            new &= new - 1;
         }
-        self.touched.clear();
     }
 }
 

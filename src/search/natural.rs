@@ -13,6 +13,7 @@
 mod analyze;
 
 use super::Map;
+use std::cell::RefCell;
 use std::cmp::Ordering;
 
 use serde::{Deserialize, Serialize};
@@ -387,8 +388,19 @@ impl NaturalIndex {
             Some(Some(&id)) => Some(id),
             None => None,
         };
+        SCORES.with(|cell| {
+            // Taken out so a panic mid-query leaves a fresh accumulator behind, not a dirty one.
+            let mut acc = cell.take();
+            acc.fit(self.group_of.len(), self.group_ids.len());
+            let found = self.score(&mut acc, query, group, k);
+            acc.reset();
+            cell.replace(acc);
+            found
+        })
+    }
+
+    fn score(&self, acc: &mut Scores, query: &str, group: Option<u32>, k: usize) -> (Vec<(u32, f32)>, usize) {
         let allowed = |doc: u32| group.is_none_or(|g| self.group_of[doc as usize] == g);
-        let mut acc = Scores::new(self.group_of.len());
 
         let seq: Vec<Option<u32>> = self
             .analyzer
@@ -407,12 +419,14 @@ impl NaturalIndex {
         terms.sort_unstable();
         terms.dedup();
 
-        let mut group_scores = vec![0f32; self.group_ids.len()];
+        let group_scores = &mut acc.group_scores;
         for &t in &terms {
-            acc.add_all(self.postings.get(t as usize), 1.0);
             for &(g, w) in self.group_postings.get(t as usize) {
                 group_scores[g as usize] += w;
             }
+        }
+        for &t in &terms {
+            acc.add_all(self.postings.get(t as usize), 1.0);
         }
         for p in &pairs {
             if let Ok(i) = self.bigram_pairs.binary_search(p) {
@@ -420,32 +434,17 @@ impl NaturalIndex {
             }
         }
         for &doc in &acc.touched {
-            acc.score[doc as usize] += group_scores[self.group_of[doc as usize] as usize];
+            acc.score[doc as usize] += acc.group_scores[self.group_of[doc as usize] as usize];
         }
-        self.feedback(&mut acc, &terms, &allowed);
+        self.feedback(acc, &terms, &allowed);
 
         let exact = self.exact.get(&query.trim().to_lowercase()).map_or(&[][..], Vec::as_slice);
-        // (doc, exact, score)
-        let mut cands: Vec<(u32, bool, f32)> = acc
-            .touched
-            .iter()
-            .chain(exact.iter().filter(|&&d| acc.score[d as usize] == 0.0))
-            .filter(|&&d| allowed(d))
-            .map(|&d| (d, exact.contains(&d), acc.score[d as usize]))
-            .collect();
-        let total = cands.len();
-        if k == 0 {
-            return (Vec::new(), total);
-        }
         let order = |a: &(u32, bool, f32), b: &(u32, bool, f32)| -> Ordering {
             b.1.cmp(&a.1).then(b.2.total_cmp(&a.2)).then(self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]))
         };
-        if cands.len() > k {
-            cands.select_nth_unstable_by(k - 1, order);
-            cands.truncate(k);
-        }
-        cands.sort_unstable_by(order);
-        (cands.into_iter().map(|(doc, _, s)| (doc, s)).collect(), total)
+        let candidates = acc.touched.iter().chain(exact.iter().filter(|&&d| acc.score[d as usize] == 0.0)).filter(|&&d| allowed(d));
+        let (best, total) = best_k(candidates.map(|&d| (d, exact.contains(&d), acc.score[d as usize])), k, order);
+        (best.into_iter().map(|(doc, _, s)| (doc, s)).collect(), total)
     }
 
     /// Pseudo-relevance feedback: adds the strongest other terms of the best allowed docs to
@@ -454,13 +453,9 @@ impl NaturalIndex {
         if self.cfg.prf_docs == 0 || self.cfg.prf_weight <= 0.0 {
             return;
         }
-        let mut top: Vec<(u32, f32)> = acc.touched.iter().filter(|&&d| allowed(d)).map(|&d| (d, acc.score[d as usize])).collect();
         let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]));
-        if top.len() > self.cfg.prf_docs {
-            top.select_nth_unstable_by(self.cfg.prf_docs - 1, by_score);
-            top.truncate(self.cfg.prf_docs);
-        }
-        top.sort_unstable_by(by_score);
+        let candidates = acc.touched.iter().filter(|&&d| allowed(d)).map(|&d| (d, acc.score[d as usize]));
+        let (top, _) = best_k(candidates, self.cfg.prf_docs, by_score);
         let Some(&(_, best)) = top.first() else {
             return;
         };
@@ -487,6 +482,33 @@ impl NaturalIndex {
             }
         }
     }
+}
+
+/// The best `k` of `items` by `order` (`Less` ranks first), best first, and how many items
+/// there were. Keeps up to 2k, cut back to the best k when full: one comparison per item and
+/// no list the size of the candidates.
+fn best_k<T: Copy>(items: impl Iterator<Item = T>, k: usize, order: impl Fn(&T, &T) -> Ordering) -> (Vec<T>, usize) {
+    let mut best = Vec::new();
+    let mut kth: Option<T> = None;
+    let mut total = 0;
+    for item in items {
+        total += 1;
+        if k == 0 || kth.as_ref().is_some_and(|kth| order(&item, kth) != Ordering::Less) {
+            continue;
+        }
+        best.push(item);
+        if best.len() == 2 * k {
+            best.select_nth_unstable_by(k - 1, &order);
+            best.truncate(k);
+            kth = Some(best[k - 1]);
+        }
+    }
+    if best.len() > k {
+        best.select_nth_unstable_by(k - 1, &order);
+        best.truncate(k);
+    }
+    best.sort_unstable_by(&order);
+    (best, total)
 }
 
 /// Group-prior postings: each group is one document made of all its tools' field terms
@@ -521,15 +543,40 @@ fn group_postings(
     Lists::from_vecs(postings)
 }
 
-/// Per-query score accumulator: dense scores plus the docs that have one.
+thread_local! {
+    /// Per-thread accumulator, reused across queries and indexes: a query costs the postings
+    /// it reads, not an allocation (and page faults) the size of the catalog.
+    static SCORES: RefCell<Scores> = RefCell::default();
+}
+
+/// Per-query score accumulator: dense scores plus the docs that have one, and the groups'
+/// prior scores. Between queries every score is zero and `touched` is empty.
+#[derive(Default)]
 struct Scores {
     score: Vec<f32>,
     touched: Vec<u32>,
+    group_scores: Vec<f32>,
+    /// Groups in use: the current index's.
+    groups: usize,
 }
 
 impl Scores {
-    fn new(docs: usize) -> Self {
-        Scores { score: vec![0.0; docs], touched: Vec::new() }
+    fn fit(&mut self, docs: usize, groups: usize) {
+        if self.score.len() < docs {
+            self.score.resize(docs, 0.0);
+        }
+        if self.group_scores.len() < groups {
+            self.group_scores.resize(groups, 0.0);
+        }
+        self.groups = groups;
+    }
+
+    fn reset(&mut self) {
+        for &doc in &self.touched {
+            self.score[doc as usize] = 0.0;
+        }
+        self.touched.clear();
+        self.group_scores[..self.groups].fill(0.0);
     }
 
     fn add_all(&mut self, postings: &[(u32, f32)], factor: f32) {

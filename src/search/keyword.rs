@@ -14,25 +14,25 @@
 //! change, indexing only the changed ones (`KeywordIndex::update`). Scores are per document
 //! (no corpus statistics), so a document's strength is read from its own segment alone.
 //!
-//! A query scores into per-thread dense arrays (tallies, a visited bitmap), so its cost
-//! follows the postings it reads, not the catalog size.
+//! A query marks each keyword's matches in per-thread bitmaps by tier (whole word or
+//! substring, by field) and folds them into bit-sliced tallies, 64 documents per word
+//! operation (`score`); the best k are selected from the tallies' bit planes. Its cost follows
+//! the postings it reads, plus a few word operations per 64 documents of the catalog.
 
 use std::cell::RefCell;
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::sync::Arc;
 
 use super::Map;
 use super::tokenize::{keywords, lowercase, normalize_exact};
 use super::{Hit, Searchable};
 
+mod score;
 mod segment;
+use score::Tallies;
 use segment::{List, Postings, Segment, intern};
 
 const FIELDS: usize = 6;
-/// Strength points by zero-based field: whole-word in field f = 13 − f, substring = 7 − f.
-const WHOLE_WORD_POINTS: [u64; FIELDS] = [12, 11, 10, 9, 8, 7];
-const SUBSTRING_POINTS: [u64; FIELDS] = [6, 5, 4, 3, 2, 1];
 
 /// Searchable index over one catalog version's documents.
 #[derive(Debug)]
@@ -269,12 +269,7 @@ impl KeywordIndex {
     pub fn search(&self, query: &str, group: Option<&str>) -> Vec<Hit> {
         match self.plan(query, group) {
             Plan::Browse(ids) => ids.iter().map(|&doc| browse_hit(doc)).collect(),
-            Plan::Rank(group) => {
-                let mut keys = Vec::new();
-                self.rank(query, group, |key| keys.push(key));
-                keys.sort_unstable_by(|a, b| b.cmp(a));
-                keys.into_iter().map(|key| self.hit(key)).collect()
-            }
+            Plan::Rank(group) => self.ranked(query, group, None).0,
         }
     }
 
@@ -285,25 +280,7 @@ impl KeywordIndex {
                 let top = ids.iter().take(k).map(|&doc| browse_hit(doc)).collect();
                 (top, ids.len())
             }
-            Plan::Rank(group) => {
-                // A min-heap of the best k keys seen so far: one comparison per candidate.
-                // `k` comes from the caller's offset and limit: never allocate past the catalog.
-                let mut best = BinaryHeap::with_capacity(k.min(self.len()));
-                let mut total = 0;
-                self.rank(query, group, |key| {
-                    total += 1;
-                    if best.len() < k {
-                        best.push(Reverse(key));
-                    } else if let Some(mut worst) = best.peek_mut()
-                        && key > worst.0
-                    {
-                        *worst = Reverse(key);
-                    }
-                });
-                // Ascending `Reverse` order is descending key order: best first.
-                let top = best.into_sorted_vec().into_iter().map(|Reverse(key)| self.hit(key));
-                (top.collect(), total)
-            }
+            Plan::Rank(group) => self.ranked(query, group, Some(k)),
         }
     }
 
@@ -324,85 +301,116 @@ impl KeywordIndex {
         })
     }
 
-    /// Calls `sink` with the rank key (see `key`) of every candidate in `group`.
-    fn rank(&self, query: &str, group: Option<u32>, mut sink: impl FnMut(u128)) {
-        // Slices taken once: the per-candidate closures index them directly.
+    /// The candidates in `group` ranked, all of them or the best `k`, and how many there are.
+    fn ranked(&self, query: &str, group: Option<u32>, k: Option<usize>) -> (Vec<Hit>, usize) {
         let names = &*self.names;
-        let (doc_group, canonical_rank) = (names.doc_group.as_slice(), names.canonical_rank.as_slice());
-        let in_group = |doc: u32| group.is_none_or(|id| doc_group[doc as usize] == id);
+        let canonical_rank = names.canonical_rank.as_slice();
         let exact = names.exact.get(normalize_exact(query).as_str()).map_or(&[][..], Vec::as_slice);
-        let key = |doc: u32, tally: u64| {
-            let exact = exact.binary_search(&doc).is_ok();
-            pack(u128::from(exact) << 64 | u128::from(tally), canonical_rank[doc as usize])
-        };
         let keywords = keywords(query);
-
-        SCRATCH.with(|cell| {
+        TALLIES.with(|cell| {
             // Taken out so a panic mid-query leaves a fresh scratch behind, not a dirty one.
-            let mut scratch = cell.take();
-            scratch.fit(self.len(), self.parts.iter().map(|p| p.segment.docs as usize).max().unwrap_or(0));
+            let mut tallies = cell.take();
+            tallies.start(self.len(), keywords.len());
             for keyword in &keywords {
-                self.score_keyword(keyword, &mut scratch);
+                self.score_keyword(keyword, &mut tallies);
+                tallies.fold_keyword();
             }
-            for &doc in exact {
-                if in_group(doc) && scratch.tally[doc as usize] == 0 {
-                    sink(key(doc, 0));
-                }
-            }
-            // In document order: the per-document arrays are read sequentially, and each
-            // tally is cleared as it is read.
-            let Scratch { hit, tally, .. } = &mut scratch;
-            for (w, word) in hit[..self.len().div_ceil(64)].iter_mut().enumerate() {
-                let mut bits = std::mem::take(word);
-                while bits != 0 {
-                    let doc = w * 64 + bits.trailing_zeros() as usize;
-                    bits &= bits - 1;
-                    let points = std::mem::take(&mut tally[doc]);
-                    if in_group(doc as u32) {
-                        sink(key(doc as u32, points));
+            let members = group.map(|id| names.group_members[id as usize].as_slice());
+            // Exact matches rank first whatever their tallies; the rest are candidates.
+            let count = tallies.candidates(members, exact);
+            let mut exact: Vec<Hit> =
+                exact.iter().filter(|&&doc| group.is_none_or(|id| names.doc_group[doc as usize] == id)).map(|&doc| tallies.hit(doc, true)).collect();
+            let total = exact.len() + count;
+            let order = |hit: &Hit| (Reverse(hit.exact), Reverse(hit.matched), Reverse(hit.score), canonical_rank[hit.doc as usize]);
+            exact.sort_unstable_by_key(order);
+            let mut rest = Vec::new();
+            match k {
+                None => tallies.each_candidate(|doc| rest.push(doc)),
+                Some(k) => {
+                    let k = k.saturating_sub(exact.len());
+                    if k > 0 {
+                        rest = tallies.best(k, count);
+                        // The rest of the way: tied in strength, so the first in canonical order.
+                        let mut tied = Vec::new();
+                        tallies.each_candidate(|doc| tied.push(doc));
+                        let needed = k - rest.len();
+                        if tied.len() > needed {
+                            tied.select_nth_unstable_by_key(needed, |&doc| canonical_rank[doc as usize]);
+                            tied.truncate(needed);
+                        }
+                        rest.extend(tied);
                     }
                 }
             }
-            cell.replace(scratch);
-        });
+            let mut hits = exact;
+            let first_rest = hits.len();
+            hits.extend(rest.into_iter().map(|doc| tallies.hit(doc, false)));
+            hits[first_rest..].sort_unstable_by_key(order);
+            hits.truncate(k.unwrap_or(usize::MAX));
+            cell.replace(tallies);
+            (hits, total)
+        })
     }
 
-    /// Adds one keyword's strongest match per document to the scratch tallies.
-    fn score_keyword(&self, keyword: &str, scratch: &mut Scratch) {
-        scratch.start_keyword();
+    /// Marks one keyword's matches in the tallies' tiers.
+    fn score_keyword(&self, keyword: &str, tallies: &mut Tallies) {
         let mut chars = keyword.chars();
         let one_char = matches!((chars.next(), chars.next()), (Some(_), None));
-        // A document is in one part: its strongest match is found there.
+        // A document is in one part: its matches are all found there.
         for Part { segment, docs } in &self.parts {
-            // Whole words first: every whole-word match beats every substring match.
             if let Some(&term) = segment.words.get(keyword) {
-                scratch.visit_tiers(&segment.word_postings, docs, [term as usize], WHOLE_WORD_POINTS);
+                mark(tallies, &segment.word_postings, docs, term as usize, 0);
             }
             if one_char {
                 if let Some(&term) = segment.chars.get(keyword) {
-                    scratch.visit_tiers(&segment.char_postings, docs, [term as usize], SUBSTRING_POINTS);
+                    mark(tallies, &segment.char_postings, docs, term as usize, FIELDS);
                 }
                 continue;
             }
-            let mut runs = std::mem::take(&mut scratch.runs);
+            let mut runs = std::mem::take(&mut tallies.runs);
             segment.runs.containing(keyword, &mut runs);
-            scratch.visit_tiers(&segment.run_postings, docs, runs.iter().copied(), SUBSTRING_POINTS);
+            for &term in &runs {
+                mark(tallies, &segment.run_postings, docs, term, FIELDS);
+            }
             runs.clear();
-            scratch.runs = runs;
+            tallies.runs = runs;
         }
-    }
-
-    fn hit(&self, key: u128) -> Hit {
-        let rank = u32::MAX - key as u32;
-        let tally = (key >> 32) as u64;
-        Hit { doc: self.names.by_canonical[rank as usize], exact: key >> 96 == 1, matched: (tally >> 32) as u32, score: tally as u32 }
     }
 }
 
-/// Packs a candidate so that a larger key ranks first: its strength (the exact flag above
-/// the tally `matched << 32 | score`), then ascending canonical rank.
-fn pack(strength: u128, canonical_rank: u32) -> u128 {
-    strength << 32 | u128::from(u32::MAX - canonical_rank)
+/// Marks the documents of `term`'s postings, placed in the catalog by `docs`, in the tiers
+/// from `first_tier` (whole words: 0, substrings: `FIELDS`) by their best field.
+fn mark(tallies: &mut Tallies, postings: &Postings, docs: &PartDocs, term: usize, first_tier: usize) {
+    for (tier, list) in (first_tier..).zip(postings.lists(term)) {
+        match (list, docs) {
+            (List::Docs(list), PartDocs::Run(base)) => {
+                for &doc in list {
+                    tallies.mark(tier, (base + doc) as usize);
+                }
+            }
+            (List::Docs(list), PartDocs::Map(map)) => {
+                for &doc in list {
+                    if map[doc as usize] != GONE {
+                        tallies.mark(tier, map[doc as usize] as usize);
+                    }
+                }
+            }
+            // Whole words: `base` is a multiple of 64.
+            (List::Bits(bits), PartDocs::Run(base)) => tallies.mark_words(tier, *base as usize / 64, bits),
+            (List::Bits(bits), PartDocs::Map(map)) => {
+                for (w, &word) in bits.iter().enumerate() {
+                    let mut word = word;
+                    while word != 0 {
+                        let doc = map[w * 64 + word.trailing_zeros() as usize];
+                        if doc != GONE {
+                            tallies.mark(tier, doc as usize);
+                        }
+                        word &= word - 1;
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn browse_hit(doc: u32) -> Hit {
@@ -417,138 +425,8 @@ enum Plan<'a> {
 }
 
 thread_local! {
-    /// Per-thread dense per-document arrays, reused across queries and indexes.
-    static SCRATCH: RefCell<Scratch> = RefCell::default();
-}
-
-/// Dense per-document state for one query. Between queries every tally is zero and the
-/// lists are empty, so a query costs what it matches, not the catalog size.
-#[derive(Default)]
-struct Scratch {
-    /// Documents in use: the current index's size.
-    docs: usize,
-    /// One bit per document: already visited for the current keyword.
-    seen: Vec<u64>,
-    /// Per field, the union of the current keyword's bitmaps.
-    tiers: Vec<u64>,
-    /// Per document `matched << 32 | score`: one add counts a keyword and its points
-    /// (a score reaching 2^32 would need hundreds of millions of keywords).
-    tally: Vec<u64>,
-    /// One bit per document with a non-zero tally.
-    hit: Vec<u64>,
-    /// Runs containing the current keyword.
-    runs: Vec<usize>,
-}
-
-impl Scratch {
-    /// Sizes the arrays for `docs` documents and bitmaps of segments of up to `segment_docs`
-    /// (a kept segment can be wider than its version, holding documents since removed).
-    fn fit(&mut self, docs: usize, segment_docs: usize) {
-        self.docs = docs;
-        if self.tally.len() < docs {
-            self.tally.resize(docs, 0);
-            self.seen.resize(docs.div_ceil(64), 0);
-            self.hit.resize(docs.div_ceil(64), 0);
-        }
-        let tiers = FIELDS * docs.max(segment_docs).div_ceil(64);
-        if self.tiers.len() < tiers {
-            self.tiers.resize(tiers, 0);
-        }
-    }
-
-    fn start_keyword(&mut self) {
-        self.seen[..self.docs.div_ceil(64)].fill(0);
-    }
-
-    /// Credits the documents of `terms`' postings, tier by tier in descending points (tier
-    /// f: documents whose best field for a term is f), skipping documents already visited
-    /// for this keyword: so each document gets its strongest match. The postings number a
-    /// segment's documents; `docs` places them in the catalog.
-    fn visit_tiers<'a>(&mut self, postings: &'a Postings, docs: &PartDocs, terms: impl IntoIterator<Item = usize>, points: [u64; FIELDS]) {
-        let words = postings.words;
-        let mut lists: [Vec<&'a [u32]>; FIELDS] = Default::default();
-        let mut merged = [false; FIELDS];
-        // Gather term by term (a term's slots sit together in memory), merging bitmaps.
-        for term in terms {
-            for (field, list) in postings.lists(term).enumerate() {
-                match list {
-                    List::Docs([]) => {}
-                    List::Docs(docs) => lists[field].push(docs),
-                    List::Bits(bits) => {
-                        let tier = &mut self.tiers[field * words..(field + 1) * words];
-                        if merged[field] {
-                            for (acc, &bits) in tier.iter_mut().zip(bits) {
-                                *acc |= bits;
-                            }
-                        } else {
-                            tier.copy_from_slice(bits);
-                            merged[field] = true;
-                        }
-                    }
-                }
-            }
-        }
-        // Two loops, one per kind of part, keep the common `Run` as tight as one index.
-        match docs {
-            PartDocs::Run(base) => {
-                let (base, first_word) = (*base as usize, *base as usize / 64);
-                for (field, (lists, &points)) in lists.iter().zip(&points).enumerate() {
-                    for &doc in lists.iter().copied().flatten() {
-                        self.visit(base + doc as usize, points);
-                    }
-                    if merged[field] {
-                        for w in 0..words {
-                            // Whole words: `base` is a multiple of 64.
-                            self.visit_word(first_word + w, self.tiers[field * words + w], points);
-                        }
-                    }
-                }
-            }
-            PartDocs::Map(map) => {
-                for (field, (lists, &points)) in lists.iter().zip(&points).enumerate() {
-                    for &doc in lists.iter().copied().flatten() {
-                        if map[doc as usize] != GONE {
-                            self.visit(map[doc as usize] as usize, points);
-                        }
-                    }
-                    if merged[field] {
-                        for w in 0..words {
-                            let mut bits = self.tiers[field * words + w];
-                            while bits != 0 {
-                                let doc = map[w * 64 + bits.trailing_zeros() as usize];
-                                if doc != GONE {
-                                    self.visit(doc as usize, points);
-                                }
-                                bits &= bits - 1;
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn visit(&mut self, doc: usize, points: u64) {
-        let (word, bit) = (doc / 64, 1u64 << (doc % 64));
-        if self.seen[word] & bit == 0 {
-            self.seen[word] |= bit;
-            self.hit[word] |= bit;
-            self.tally[doc] += 1 << 32 | points;
-        }
-    }
-
-    /// Visits the documents of `bits` (word `at` of the per-query bitmaps) not yet visited
-    /// for this keyword.
-    fn visit_word(&mut self, at: usize, bits: u64, points: u64) {
-        let mut new = bits & !self.seen[at];
-        self.seen[at] |= new;
-        self.hit[at] |= new;
-        let tally = &mut self.tally[at * 64..];
-        while new != 0 {
-            tally[new.trailing_zeros() as usize] += 1 << 32 | points;
-            new &= new - 1;
-        }
-    }
+    /// Per-thread dense per-query state, reused across queries and indexes.
+    static TALLIES: RefCell<Tallies> = RefCell::default();
 }
 
 #[cfg(test)]

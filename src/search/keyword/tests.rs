@@ -565,3 +565,25 @@ fn a_kept_segment_wider_than_its_version_is_searched_on_a_fresh_thread() {
             .expect("searching the wider segment does not panic")
     });
 }
+
+#[test]
+fn queries_of_many_keywords_tally_every_one_like_the_naive_scan() {
+    // Up to 30 matched keywords and scores in the hundreds: carries through every bit plane.
+    let mut rng = Rng(0x5151_2026_0c07_0007);
+    let docs: Vec<SearchDoc> = (0..500).map(|_| random_doc(&mut rng)).collect();
+    let index = KeywordIndex::build(&docs);
+    let every_word = WORDS.join(" ");
+    for query in
+        [every_word.clone(), format!("{every_word} qqq zzz 7"), WORDS[..9].join("_"), WORDS.iter().rev().copied().collect::<Vec<_>>().join("-")]
+    {
+        for group in [None, Some("crm")] {
+            let all = index.search(&query, group);
+            assert_eq!(all, naive_search(&docs, &query, group), "{query:?} in {group:?}");
+            assert!(all.iter().any(|hit| hit.matched > 8), "{query:?} matches many keywords at once");
+            for k in [1, 3, 10, 64, 65] {
+                let (top, total) = index.search_top(&query, group, k);
+                assert_eq!((top.as_slice(), total), (&all[..k.min(all.len())], all.len()), "{query:?} top {k}");
+            }
+        }
+    }
+}

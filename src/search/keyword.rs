@@ -30,7 +30,7 @@ use super::{Hit, Searchable};
 mod score;
 mod segment;
 use score::Tallies;
-use segment::{List, Postings, Segment, intern};
+use segment::{FIELD_BITS, NO_BITMAP, Postings, Segment, intern};
 
 const FIELDS: usize = 6;
 
@@ -381,23 +381,32 @@ impl KeywordIndex {
 /// Marks the documents of `term`'s postings, placed in the catalog by `docs`, in the tiers
 /// from `first_tier` (whole words: 0, substrings: `FIELDS`) by their best field.
 fn mark(tallies: &mut Tallies, postings: &Postings, docs: &PartDocs, term: usize, first_tier: usize) {
-    for (tier, list) in (first_tier..).zip(postings.lists(term)) {
-        match (list, docs) {
-            (List::Docs(list), PartDocs::Run(base)) => {
-                for &doc in list {
-                    tallies.mark(tier, (base + doc) as usize);
+    const FIELD: u32 = (1 << FIELD_BITS) - 1;
+    let (listed, bitmaps) = postings.term(term);
+    match docs {
+        PartDocs::Run(base) => {
+            for &entry in listed {
+                tallies.mark(first_tier + (entry & FIELD) as usize, (base + (entry >> FIELD_BITS)) as usize);
+            }
+        }
+        PartDocs::Map(map) => {
+            for &entry in listed {
+                let doc = map[(entry >> FIELD_BITS) as usize];
+                if doc != GONE {
+                    tallies.mark(first_tier + (entry & FIELD) as usize, doc as usize);
                 }
             }
-            (List::Docs(list), PartDocs::Map(map)) => {
-                for &doc in list {
-                    if map[doc as usize] != GONE {
-                        tallies.mark(tier, map[doc as usize] as usize);
-                    }
-                }
-            }
+        }
+    }
+    for (tier, &bitmap) in (first_tier..).zip(bitmaps.into_iter().flatten()) {
+        if bitmap == NO_BITMAP {
+            continue;
+        }
+        let bits = postings.bitmap(bitmap);
+        match docs {
             // Whole words: `base` is a multiple of 64.
-            (List::Bits(bits), PartDocs::Run(base)) => tallies.mark_words(tier, *base as usize / 64, bits),
-            (List::Bits(bits), PartDocs::Map(map)) => {
+            PartDocs::Run(base) => tallies.mark_words(tier, *base as usize / 64, bits),
+            PartDocs::Map(map) => {
                 for (w, &word) in bits.iter().enumerate() {
                     let mut word = word;
                     while word != 0 {

@@ -23,88 +23,101 @@ pub(super) struct Segment {
     pub(super) char_postings: Postings,
 }
 
-/// Documents per (term, best field). Each slot — one term's documents whose best field is
-/// one field — is a sorted list, or a bitmap over all documents once it holds more than
-/// 1/32 of them: then the bitmap is no larger than the list and merges 64 documents a step.
+/// Documents per term, each with its best field. A term's documents are listed as entries
+/// `doc << FIELD_BITS | field`, in document order: one offset per term, so reading a term
+/// costs one lookup whatever its fields. A (term, field) holding more than 1/32 of the
+/// documents is a bitmap over all of them instead (no larger than its list, and merged 64
+/// documents a step); the few terms with bitmaps are flagged in their offset.
 #[derive(Debug)]
 pub(super) struct Postings {
-    /// `docs[offsets[s]..offsets[s + 1]]` lists slot `s = term * FIELDS + field`; empty
-    /// when the slot is a bitmap.
+    /// `entries[offsets[t] & !HAS_BITMAPS..offsets[t + 1] & !HAS_BITMAPS]` lists term `t`.
     offsets: Vec<u32>,
-    docs: Vec<u32>,
-    /// Per slot, the index of its bitmap in `bitmaps`, or `NO_BITMAP`.
-    bitmap_of: Vec<u32>,
+    entries: Vec<u32>,
+    /// The terms with bitmaps, ascending, and per such term its bitmap per field (an index
+    /// into `bitmaps`), or `NO_BITMAP`.
+    bitmap_terms: Vec<u32>,
+    bitmap_of: Vec<[u32; FIELDS]>,
     /// Bitmaps of `words` u64 each, back to back.
     bitmaps: Vec<u64>,
-    pub(super) words: usize,
+    words: usize,
 }
 
-const NO_BITMAP: u32 = u32::MAX;
-
-/// One slot's documents.
-pub(super) enum List<'a> {
-    Docs(&'a [u32]),
-    Bits(&'a [u64]),
-}
+/// Bits of an entry holding its field.
+pub(super) const FIELD_BITS: u32 = 3;
+pub(super) const NO_BITMAP: u32 = u32::MAX;
+/// Flags a term with bitmaps in its offset (entries are fewer than 2^31).
+const HAS_BITMAPS: u32 = 1 << 31;
 
 impl Postings {
-    /// `entries` are (term, zero-based field, doc), at most one per (term, doc), over
-    /// `docs` documents.
+    /// `entries` are (term, zero-based field, doc), at most one per (term, doc), in document
+    /// order, over `docs` documents.
     fn from_entries(terms: usize, docs: usize, entries: &[(u32, u8, u32)]) -> Self {
         let slot = |term: u32, field: u8| term as usize * FIELDS + usize::from(field);
         // Entries are bounded by the catalog's words, which the registry's size limit bounds.
-        u32::try_from(entries.len()).expect("fewer than 2^32 postings");
-        let mut counts = vec![0u32; terms * FIELDS];
+        u32::try_from(entries.len()).ok().filter(|&n| n < HAS_BITMAPS).expect("fewer than 2^31 postings");
+        assert!(docs < 1 << (32 - FIELD_BITS), "fewer than 2^29 documents in a segment");
+        // Per (term, field) slot its size; then its bitmap's index, or NO_BITMAP when listed.
+        let mut slots = vec![0u32; terms * FIELDS];
         for &(term, field, _) in entries {
-            counts[slot(term, field)] += 1;
+            slots[slot(term, field)] += 1;
         }
-        let words = docs.div_ceil(64);
-        let mut bitmap_of = vec![NO_BITMAP; counts.len()];
-        let mut bitmaps = 0u32;
-        let mut offsets = Vec::with_capacity(counts.len() + 1);
-        offsets.push(0);
-        for (count, bitmap) in counts.iter_mut().zip(&mut bitmap_of) {
-            if *count as usize * 32 > docs {
-                *bitmap = bitmaps;
-                bitmaps += 1;
-                *count = 0;
+        let (mut bitmap_terms, mut bitmap_of) = (Vec::new(), Vec::new());
+        let mut offsets = Vec::with_capacity(terms + 1);
+        let (mut listed, mut bitmaps) = (0u32, 0u32);
+        for (term, sizes) in (0u32..).zip(slots.chunks_exact_mut(FIELDS)) {
+            let start = listed;
+            let mut of = [NO_BITMAP; FIELDS];
+            for (bitmap, size) in of.iter_mut().zip(sizes) {
+                if *size as usize * 32 > docs {
+                    (*bitmap, *size) = (bitmaps, bitmaps);
+                    bitmaps += 1;
+                } else {
+                    listed += *size;
+                    *size = NO_BITMAP;
+                }
             }
-            offsets.push(offsets[offsets.len() - 1] + *count);
+            let flag = if of == [NO_BITMAP; FIELDS] {
+                0
+            } else {
+                bitmap_terms.push(term);
+                bitmap_of.push(of);
+                HAS_BITMAPS
+            };
+            offsets.push(start | flag);
         }
-        let mut next = offsets.clone();
+        offsets.push(listed);
+        let words = docs.div_ceil(64);
+        // Each term's next free entry.
+        let mut next: Vec<u32> = offsets[..terms].iter().map(|o| o & !HAS_BITMAPS).collect();
         let mut postings =
-            Postings { docs: vec![0; offsets[offsets.len() - 1] as usize], offsets, bitmap_of, bitmaps: vec![0; bitmaps as usize * words], words };
+            Postings { offsets, entries: vec![0; listed as usize], bitmap_terms, bitmap_of, bitmaps: vec![0; bitmaps as usize * words], words };
         for &(term, field, doc) in entries {
-            let s = slot(term, field);
-            match postings.bitmap_of[s] {
+            match slots[slot(term, field)] {
                 NO_BITMAP => {
-                    postings.docs[next[s] as usize] = doc;
-                    next[s] += 1;
+                    let at = &mut next[term as usize];
+                    postings.entries[*at as usize] = doc << FIELD_BITS | u32::from(field);
+                    *at += 1;
                 }
-                bitmap => {
-                    let word = bitmap as usize * words + doc as usize / 64;
-                    postings.bitmaps[word] |= 1 << (doc % 64);
-                }
+                bitmap => postings.bitmaps[bitmap as usize * words + doc as usize / 64] |= 1 << (doc % 64),
             }
         }
         postings
     }
 
-    /// The term's documents per best field, strongest field first.
-    pub(super) fn lists(&self, term: usize) -> impl Iterator<Item = List<'_>> {
-        (0..FIELDS).map(move |field| self.list(term, field))
+    /// The term's listed entries, and its bitmaps by field when it has any.
+    pub(super) fn term(&self, term: usize) -> (&[u32], Option<&[u32; FIELDS]>) {
+        let (start, end) = (self.offsets[term], self.offsets[term + 1]);
+        let listed = &self.entries[(start & !HAS_BITMAPS) as usize..(end & !HAS_BITMAPS) as usize];
+        let bitmaps = (start & HAS_BITMAPS != 0).then(|| {
+            let at = self.bitmap_terms.binary_search(&(term as u32)).expect("a flagged term has bitmaps");
+            &self.bitmap_of[at]
+        });
+        (listed, bitmaps)
     }
 
-    /// The term's documents whose best field is the zero-based `field`.
-    fn list(&self, term: usize, field: usize) -> List<'_> {
-        let slot = term * FIELDS + field;
-        match self.bitmap_of[slot] {
-            NO_BITMAP => List::Docs(&self.docs[self.offsets[slot] as usize..self.offsets[slot + 1] as usize]),
-            bitmap => {
-                let start = bitmap as usize * self.words;
-                List::Bits(&self.bitmaps[start..start + self.words])
-            }
-        }
+    /// Bitmap `index` of `term`'s.
+    pub(super) fn bitmap(&self, index: u32) -> &[u64] {
+        &self.bitmaps[index as usize * self.words..][..self.words]
     }
 }
 
@@ -228,7 +241,8 @@ impl Postings {
     fn heap_bytes(&self) -> usize {
         use crate::mem::vec;
         vec(&self.offsets, self.offsets.capacity())
-            + vec(&self.docs, self.docs.capacity())
+            + vec(&self.entries, self.entries.capacity())
+            + vec(&self.bitmap_terms, self.bitmap_terms.capacity())
             + vec(&self.bitmap_of, self.bitmap_of.capacity())
             + vec(&self.bitmaps, self.bitmaps.capacity())
     }

@@ -256,6 +256,14 @@ fn versions_that_change_descriptions_or_rename_a_tool_rank_like_ones_compiled_al
         let reused = Catalog::compile_from(&def, &BTreeMap::new(), Some(&first));
         assert_eq!(reused.index.parts(), 2, "the predecessor's segment kept, the changed tools in another");
         assert_eq!(results(&alone), results(&reused));
+        // Names in order, and each group's tools: shared with the predecessor when no name
+        // changed, sorted again when one did; either way as compiled alone.
+        assert_eq!(reused.grouped_by_name, alone.grouped_by_name);
+        let members = |c: &Catalog| c.groups.iter().map(|g| (g.name.clone(), g.tools.clone())).collect::<Vec<_>>();
+        assert_eq!(members(&reused), members(&alone));
+        for tool in &alone.tools {
+            assert_eq!(reused.by_canonical(&tool.name), alone.by_canonical(&tool.name), "{}", tool.name);
+        }
         // The renamed tool by its local and canonical names, as one compiled alone finds it
         // (names not in this version find nothing in either).
         let canonical = alone.tools.iter().find(|t| t.local == "reconcile_ledger_balance").map_or("none".into(), |t| t.name.clone());

@@ -337,13 +337,16 @@ impl Catalog {
         let bytes = Arc::new(AtomicUsize::new(0));
         let mut sources = Vec::with_capacity(def.sources.len());
         let mut tools: Vec<PreparedTool> = Vec::with_capacity(declared);
-        let mut seen_grouped: HashSet<String, RandomState> = HashSet::default();
-        let mut seen_direct: HashSet<String, RandomState> = HashSet::default();
+        // Names taken so far, borrowed from the definition: (group, local name) stands for the
+        // canonical name, which is injective (group names cannot contain `__`).
+        let mut seen_grouped: HashSet<(&str, &str), RandomState> = HashSet::default();
+        let mut seen_direct: HashSet<&str, RandomState> = HashSet::default();
         // Exposed names (SPEC §3) validation checked for declared tools; listed tools must
         // not take one of them, nor one another listed tool took first.
         let mut exposed = declared_exposed_names(def, listed, &group_of, &control);
         for (si, source) in def.sources.iter().enumerate() {
-            let group = group_of.get(source.id.as_str()).map(|g| g.to_string());
+            let group_name = group_of.get(source.id.as_str()).copied();
+            let group = group_name.map(str::to_string);
             sources.push(PreparedSource {
                 id: source.id.clone(),
                 instructions: source.instructions.clone(),
@@ -374,7 +377,10 @@ impl Catalog {
                     Some(g) => canonical_name(g, &decl.name),
                     None => decl.name.clone(),
                 };
-                let fresh = if group.is_some() { seen_grouped.insert(name.clone()) } else { seen_direct.insert(name.clone()) };
+                let fresh = match group_name {
+                    Some(g) => seen_grouped.insert((g, decl.name.as_str())),
+                    None => seen_direct.insert(decl.name.as_str()),
+                };
                 if !fresh {
                     diagnostics.push(match &group {
                         Some(g) => format!("source {:?}: tool {:?} skipped: local name already used in group {g:?}", source.id, decl.name),
@@ -462,8 +468,18 @@ impl Catalog {
                 }
             }
         }
-        let mut grouped_by_name = grouped.clone();
-        grouped_by_name.sort_unstable_by(|&a, &b| tools[a as usize].name.cmp(&tools[b as usize].name));
+        // Unchanged documents (by searchable text) and whether every grouped tool kept its
+        // canonical name at its place.
+        let unchanged = previous.map(|previous| unchanged_docs(&tools, &grouped, previous));
+        let grouped_by_name = match (previous, &unchanged) {
+            // The same names for the same tool indices: the same order.
+            (Some(previous), Some((_, true))) if previous.grouped == grouped => previous.grouped_by_name.clone(),
+            _ => {
+                let mut by_name = grouped.clone();
+                by_name.sort_unstable_by(|&a, &b| tools[a as usize].name.cmp(&tools[b as usize].name));
+                by_name
+            }
+        };
         let mut groups: Vec<GroupInfo> =
             def.groups.iter().map(|(name, g)| GroupInfo { name: name.clone(), description: g.description.clone(), tools: Vec::new() }).collect();
         groups.sort_by(|a, b| a.name.cmp(&b.name));
@@ -474,12 +490,9 @@ impl Catalog {
             }
         }
         let docs: Vec<DocText> = grouped.iter().map(|&t| tools[t as usize].search_text()).collect();
-        let index = match previous {
-            Some(previous) => {
-                let (was, same_names) = unchanged_docs(&tools, &grouped, previous);
-                KeywordIndex::update(&docs, &previous.index, &was, same_names)
-            }
-            None => KeywordIndex::build(&docs),
+        let index = match (previous, unchanged) {
+            (Some(previous), Some((was, same_names))) => KeywordIndex::update(&docs, &previous.index, &was, same_names),
+            _ => KeywordIndex::build(&docs),
         };
         drop(docs);
         let catalog = Catalog {

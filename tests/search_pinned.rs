@@ -299,3 +299,29 @@ fn listed_tools_with_unparsable_schemas_are_skipped_and_the_others_keep_their_ow
         assert_eq!(tool.input_schema_json().get(), schema_of(i), "{}", tool.local);
     }
 }
+
+#[test]
+fn a_version_with_a_tool_removed_shares_every_unchanged_schema_by_name() {
+    let first = Catalog::compile(&definition(), &BTreeMap::new());
+    let mut next = definition();
+    // One tool fewer early on: every later tool is one place off its predecessor.
+    let (head, tail) = next.sources.split_at_mut(5);
+    let (removed, changed) = match (&mut head[0].kind, &mut tail[0].kind) {
+        (SourceKind::Client(a), SourceKind::Client(b)) => {
+            let removed = a.tools.remove(3).name;
+            b.tools[2].input_schema = json!({"type": "object", "properties": {"changed": {"type": "string"}}}).to_string();
+            (removed, b.tools[2].name.clone())
+        }
+        _ => unreachable!("the fixture's sources are client sources"),
+    };
+    let reused = Catalog::compile_from(&next, &BTreeMap::new(), Some(&first));
+    let alone = Catalog::compile(&next, &BTreeMap::new());
+    let texts = |c: &Catalog| c.tools.iter().map(|t| (t.name.clone(), t.input_schema_json().get().to_string())).collect::<Vec<_>>();
+    assert_eq!(texts(&reused), texts(&alone));
+    assert!(reused.tools.iter().all(|t| t.local != removed));
+    for tool in &reused.tools {
+        let before = first.tools.iter().find(|t| t.name == tool.name).expect("every tool was in the first version");
+        let shared = std::ptr::eq(before.input_schema_json(), tool.input_schema_json());
+        assert_eq!(shared, tool.local != changed, "{}: shared only when unchanged", tool.name);
+    }
+}

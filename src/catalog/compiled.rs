@@ -20,6 +20,9 @@ use crate::search::keyword::KeywordIndex;
 use crate::search::natural::{NaturalConfig, NaturalIndex};
 use crate::search::{DocText, SearchDoc, fields};
 
+mod reuse;
+use reuse::{prepare_all, reused_schemas, unchanged_docs};
+
 /// Randomly seeded per process: schema texts come from tenants and upstream servers.
 type RandomState = foldhash::fast::RandomState;
 
@@ -221,62 +224,6 @@ impl std::fmt::Debug for Catalog {
     }
 }
 
-/// Most threads a compile prepares schemas on.
-const MAX_COMPILE_THREADS: usize = 4;
-/// Fewer new schemas are prepared on the calling thread.
-const PARALLEL_FROM_SCHEMAS: usize = 256;
-
-/// [`Schema::prepare`] of each text, in order; split across threads when there are many.
-fn prepare_all(texts: &[&str]) -> Vec<Result<Schema, String>> {
-    let threads = match texts.len() {
-        n if n < PARALLEL_FROM_SCHEMAS => 1,
-        _ => std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_COMPILE_THREADS),
-    };
-    if threads <= 1 {
-        return texts.iter().map(|t| Schema::prepare(t)).collect();
-    }
-    std::thread::scope(|scope| {
-        let chunks: Vec<_> = texts
-            .chunks(texts.len().div_ceil(threads))
-            .map(|chunk| scope.spawn(|| chunk.iter().map(|t| Schema::prepare(t)).collect::<Vec<_>>()))
-            .collect();
-        chunks.into_iter().flat_map(|chunk| chunk.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
-    })
-}
-
-/// Per search document of a new version, `previous`'s document with the same searchable
-/// text, if any (its index segment can then be kept); and whether every document has the
-/// canonical name of `previous`'s document of the same number (its name tables can then be
-/// kept: canonical names are injective, so the same one is the same group and local name).
-fn unchanged_docs(tools: &[PreparedTool], grouped: &[u32], previous: &Catalog) -> (Vec<Option<u32>>, bool) {
-    let mut same_names = grouped.len() == previous.grouped.len();
-    let mut doc_of_tool: Option<Vec<u32>> = None;
-    let was = (0u32..)
-        .zip(grouped)
-        .map(|(doc, &t)| {
-            let tool = &tools[t as usize];
-            // Mostly at the same position; else looked up by canonical name.
-            let old = match previous.grouped.get(doc as usize) {
-                Some(&o) if previous.tools[o as usize].name == tool.name => doc,
-                _ => {
-                    same_names = false;
-                    let o = previous.by_canonical(&tool.name)?;
-                    let doc_of_tool = doc_of_tool.get_or_insert_with(|| {
-                        let mut inverse = vec![u32::MAX; previous.tools.len()];
-                        for (d, &t) in (0u32..).zip(&previous.grouped) {
-                            inverse[t as usize] = d;
-                        }
-                        inverse
-                    });
-                    doc_of_tool[o as usize]
-                }
-            };
-            previous.doc_tool(old).same_search_text(tool).then_some(old)
-        })
-        .collect();
-    (was, same_names)
-}
-
 /// Whether `source` exposes its tool `decl` (an MCP source may allow only some).
 fn kept(source: &ToolSource, decl: &ToolDeclaration) -> bool {
     match &source.kind {
@@ -299,30 +246,32 @@ impl Catalog {
     /// [`Catalog::compile`], reusing what `previous` (an earlier version of the same agent)
     /// already prepared for tools declared the same way.
     pub fn compile_from(def: &AgentDefinition, listed: &BTreeMap<String, Vec<ToolDeclaration>>, previous: Option<&Catalog>) -> Catalog {
-        // The previous version's schemas by source and tool: a declaration whose text is its
-        // predecessor's shares that schema, found without hashing the text.
-        let before: HashMap<(&str, &str), &Arc<Schema>, RandomState> =
-            previous.map(|p| p.tools.iter().map(|t| ((p.sources[t.source].id.as_str(), t.local.as_str()), &t.schema)).collect()).unwrap_or_default();
-        // Each kept declaration's schema, in declaration order: its predecessor's, or one of
-        // the distinct new texts, each parsed and compacted once, up front on several threads
-        // (most of a compile).
-        let mut slots: Vec<Result<Arc<Schema>, usize>> = Vec::new();
+        // Each kept declaration's schema, in declaration order: its predecessor's when the same
+        // source and tool declare the same text again, else one of the distinct new texts, each
+        // parsed and compacted once, up front on several threads (most of a compile).
+        let decls: Vec<(&str, &ToolDeclaration)> = def
+            .sources
+            .iter()
+            .flat_map(|source| {
+                let decls = listed.get(&source.id).map(|v| v.as_slice()).unwrap_or(source.kind.declared_tools());
+                decls.iter().filter(|decl| kept(source, decl)).map(|decl| (source.id.as_str(), decl))
+            })
+            .collect();
+        let reused = previous.map(|p| reused_schemas(p, &decls)).unwrap_or_default();
+        let mut slots: Vec<Result<Arc<Schema>, usize>> = Vec::with_capacity(decls.len());
         let mut fresh: Vec<&str> = Vec::new();
         let mut fresh_at: HashMap<&str, usize, RandomState> = HashMap::default();
-        for source in &def.sources {
-            let decls = listed.get(&source.id).map(|v| v.as_slice()).unwrap_or(source.kind.declared_tools());
-            for decl in decls.iter().filter(|decl| kept(source, decl)) {
-                let text = decl.input_schema.as_str();
-                slots.push(match before.get(&(source.id.as_str(), decl.name.as_str())) {
-                    Some(&schema) if schema.json.get() == text => Ok(schema.clone()),
-                    _ => Err(*fresh_at.entry(text).or_insert_with(|| {
-                        fresh.push(text);
-                        fresh.len() - 1
-                    })),
-                });
-            }
+        for (i, (_, decl)) in decls.iter().enumerate() {
+            let text = decl.input_schema.as_str();
+            slots.push(match reused.get(i).copied().flatten() {
+                Some(schema) => Ok(schema.clone()),
+                None => Err(*fresh_at.entry(text).or_insert_with(|| {
+                    fresh.push(text);
+                    fresh.len() - 1
+                })),
+            });
         }
-        drop(before);
+        drop((reused, decls));
         let prepared: Vec<Result<Arc<Schema>, String>> = prepare_all(&fresh).into_iter().map(|p| p.map(Arc::new)).collect();
         let declared = slots.len();
         let mut slots = slots.into_iter().map(|slot| slot.or_else(|at| prepared[at].clone()));

@@ -420,10 +420,15 @@ impl Catalog {
         // Unchanged documents (by searchable text) and whether every grouped tool kept its
         // canonical name at its place.
         let unchanged = previous.map(|previous| unchanged_docs(&tools, &grouped, previous));
-        let grouped_by_name = match (previous, &unchanged) {
-            // The same names for the same tool indices: the same order.
-            (Some(previous), Some((_, true))) if previous.grouped == grouped => previous.grouped_by_name.clone(),
-            _ => {
+        // The same names for the same tool indices: the same order, and the same members of
+        // each group that is still there.
+        let same_order = match (previous, &unchanged) {
+            (Some(previous), Some((_, true))) if previous.grouped == grouped => Some(previous),
+            _ => None,
+        };
+        let grouped_by_name = match same_order {
+            Some(previous) => previous.grouped_by_name.clone(),
+            None => {
                 let mut by_name = grouped.clone();
                 by_name.sort_unstable_by(|&a, &b| tools[a as usize].name.cmp(&tools[b as usize].name));
                 by_name
@@ -433,9 +438,18 @@ impl Catalog {
             def.groups.iter().map(|(name, g)| GroupInfo { name: name.clone(), description: g.description.clone(), tools: Vec::new() }).collect();
         groups.sort_by(|a, b| a.name.cmp(&b.name));
         let group_index: HashMap<String, usize> = groups.iter().enumerate().map(|(i, g)| (g.name.clone(), i)).collect();
-        for &t in &grouped_by_name {
-            if let Some(g) = &tools[t as usize].group {
-                groups[group_index[g]].tools.push(t);
+        match same_order {
+            Some(previous) => {
+                for group in &mut groups {
+                    group.tools = previous.group(&group.name).map(|g| g.tools.clone()).unwrap_or_default();
+                }
+            }
+            None => {
+                for &t in &grouped_by_name {
+                    if let Some(g) = &tools[t as usize].group {
+                        groups[group_index[g]].tools.push(t);
+                    }
+                }
             }
         }
         let docs: Vec<DocText> = grouped.iter().map(|&t| tools[t as usize].search_text()).collect();

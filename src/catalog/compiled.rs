@@ -291,8 +291,10 @@ impl Catalog {
         let mut seen_grouped: HashSet<(&str, &str), RandomState> = HashSet::default();
         let mut seen_direct: HashSet<&str, RandomState> = HashSet::default();
         // Exposed names (SPEC §3) validation checked for declared tools; listed tools must
-        // not take one of them, nor one another listed tool took first.
-        let mut exposed = declared_exposed_names(def, listed, &group_of, &control);
+        // not take one of them, nor one another listed tool took first (gathered only when a
+        // source is listed: a pass over every tool).
+        let any_listed = def.sources.iter().any(|s| listed.contains_key(&s.id));
+        let mut exposed = if any_listed { declared_exposed_names(def, listed, &group_of, &control) } else { HashSet::new() };
         for (si, source) in def.sources.iter().enumerate() {
             let group_name = group_of.get(source.id.as_str()).copied();
             let group = group_name.map(str::to_string);

@@ -497,7 +497,7 @@ fn best_k<T: Copy>(items: impl Iterator<Item = T>, k: usize, order: impl Fn(&T, 
             continue;
         }
         best.push(item);
-        if best.len() == 2 * k {
+        if best.len() == k.saturating_mul(2) {
             best.select_nth_unstable_by(k - 1, &order);
             best.truncate(k);
             kth = Some(best[k - 1]);

@@ -143,4 +143,7 @@ fn k_limits_the_page_not_the_total() {
     assert_eq!(&all[..2], &two[..]);
     assert_eq!(idx.search("customer", None, 0), (Vec::new(), 2));
     assert_eq!(idx.search("   ", None, 10), (Vec::new(), 0));
+    // The largest k asks for everything (the fuzzer found 2k overflowing here).
+    assert_eq!(idx.search("customer weather papers", None, usize::MAX), (all.clone(), total));
+    assert_eq!(idx.search("customer weather papers", None, usize::MAX / 2 + 1), (all, total));
 }

@@ -122,6 +122,27 @@ fn deterministic_across_builds_and_queries() {
 }
 
 #[test]
+fn the_per_thread_accumulator_carries_nothing_between_indexes_of_other_sizes() {
+    // A larger catalog (more docs and groups) and a smaller one, queried in turns on one
+    // thread: each answer is the one a thread that never searched the other gives.
+    let small = catalog();
+    let mut large = catalog();
+    for i in 0..200 {
+        large.push(doc(&format!("extra{}", i % 40), &format!("forecast_{i}"), "Weather forecast and customer papers for a city."));
+    }
+    let (small_index, large_index) = (NaturalIndex::build(&small, &NaturalConfig::default()), NaturalIndex::build(&large, &NaturalConfig::default()));
+    let queries = ["weather in a city", "customer papers", "forecast", "delete a customer record"];
+    let alone = |index: &NaturalIndex| std::thread::scope(|s| s.spawn(|| queries.map(|q| index.search(q, None, 10))).join().expect("no panic"));
+    let (small_alone, large_alone) = (alone(&small_index), alone(&large_index));
+    for round in 0..3 {
+        for (i, q) in queries.iter().enumerate() {
+            assert_eq!(large_index.search(q, None, 10), large_alone[i], "round {round}: {q} on the larger index");
+            assert_eq!(small_index.search(q, None, 10), small_alone[i], "round {round}: {q} on the smaller index");
+        }
+    }
+}
+
+#[test]
 fn group_filter_applies_first() {
     let docs = catalog();
     let idx = NaturalIndex::build(&docs, &NaturalConfig::default());

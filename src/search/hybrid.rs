@@ -101,15 +101,9 @@ impl Vectors {
         if query.len() != self.dims || depth == 0 {
             return Vec::new();
         }
-        let mut all: Vec<(u32, f32)> =
-            self.data.chunks_exact(self.dims).enumerate().filter(|(i, _)| keep(*i as u32)).map(|(i, v)| (i as u32, dot(v, query))).collect();
+        let scored = (0u32..).zip(self.data.chunks_exact(self.dims)).filter(|&(i, _)| keep(i)).map(|(i, v)| (i, dot(v, query)));
         let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        if all.len() > depth {
-            all.select_nth_unstable_by(depth - 1, by_score);
-            all.truncate(depth);
-        }
-        all.sort_by(by_score);
-        all
+        super::top::best_k(scored, depth, by_score).0
     }
 }
 

@@ -25,11 +25,12 @@ use std::sync::Arc;
 
 use super::Map;
 use super::tokenize::{keywords, lowercase, normalize_exact};
-use super::{Hit, Searchable};
+use super::top::best_k;
+use super::{Hit, Searchable, with_scratch};
 
 mod score;
 mod segment;
-use score::Tallies;
+use score::{Tallies, set_bits};
 use segment::{FIELD_BITS, NO_BITMAP, Postings, Segment, intern};
 
 const FIELDS: usize = 6;
@@ -307,12 +308,10 @@ impl KeywordIndex {
         let canonical_rank = names.canonical_rank.as_slice();
         let exact = names.exact.get(normalize_exact(query).as_str()).map_or(&[][..], Vec::as_slice);
         let keywords = keywords(query);
-        TALLIES.with(|cell| {
-            // Taken out so a panic mid-query leaves a fresh scratch behind, not a dirty one.
-            let mut tallies = cell.take();
+        with_scratch(&TALLIES, |tallies| {
             tallies.start(self.len(), keywords.len());
             for keyword in &keywords {
-                self.score_keyword(keyword, &mut tallies);
+                self.score_keyword(keyword, tallies);
                 tallies.fold_keyword();
             }
             let members = group.map(|id| names.group_members[id as usize].as_slice());
@@ -323,31 +322,22 @@ impl KeywordIndex {
             let total = exact.len() + count;
             let order = |hit: &Hit| (Reverse(hit.exact), Reverse(hit.matched), Reverse(hit.score), canonical_rank[hit.doc as usize]);
             exact.sort_unstable_by_key(order);
-            let mut rest = Vec::new();
-            match k {
-                None => tallies.each_candidate(|doc| rest.push(doc)),
+            let rest = match k.map(|k| k.saturating_sub(exact.len())) {
+                None => tallies.undecided().collect(),
+                Some(0) => Vec::new(),
                 Some(k) => {
-                    let k = k.saturating_sub(exact.len());
-                    if k > 0 {
-                        rest = tallies.best(k, count);
-                        // The rest of the way: tied in strength, so the first in canonical order.
-                        let mut tied = Vec::new();
-                        tallies.each_candidate(|doc| tied.push(doc));
-                        let needed = k - rest.len();
-                        if tied.len() > needed {
-                            tied.select_nth_unstable_by_key(needed, |&doc| canonical_rank[doc as usize]);
-                            tied.truncate(needed);
-                        }
-                        rest.extend(tied);
-                    }
+                    let mut rest = tallies.best(k, count);
+                    // The rest of the way: tied in strength, so the first in canonical order.
+                    let by_rank = |a: &u32, b: &u32| canonical_rank[*a as usize].cmp(&canonical_rank[*b as usize]);
+                    rest.extend(best_k(tallies.undecided(), k - rest.len(), by_rank).0);
+                    rest
                 }
-            }
+            };
             let mut hits = exact;
             let first_rest = hits.len();
             hits.extend(rest.into_iter().map(|doc| tallies.hit(doc, false)));
             hits[first_rest..].sort_unstable_by_key(order);
             hits.truncate(k.unwrap_or(usize::MAX));
-            cell.replace(tallies);
             (hits, total)
         })
     }
@@ -407,15 +397,8 @@ fn mark(tallies: &mut Tallies, postings: &Postings, docs: &PartDocs, term: usize
             // Whole words: `base` is a multiple of 64.
             PartDocs::Run(base) => tallies.mark_words(tier, *base as usize / 64, bits),
             PartDocs::Map(map) => {
-                for (w, &word) in bits.iter().enumerate() {
-                    let mut word = word;
-                    while word != 0 {
-                        let doc = map[w * 64 + word.trailing_zeros() as usize];
-                        if doc != GONE {
-                            tallies.mark(tier, doc as usize);
-                        }
-                        word &= word - 1;
-                    }
+                for doc in set_bits(bits).map(|d| map[d as usize]).filter(|&doc| doc != GONE) {
+                    tallies.mark(tier, doc as usize);
                 }
             }
         }

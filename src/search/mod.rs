@@ -10,10 +10,23 @@ pub mod keyword;
 pub mod naive;
 pub mod natural;
 pub mod tokenize;
+pub mod top;
 
 /// The hash map of the indexes: foldhash, randomly seeded per process (the keys are tools'
 /// text from tenants and upstream servers), several times faster than SipHash on short words.
 pub(crate) type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
+/// Runs `f` on this thread's `scratch` (per-query state reused across queries and indexes).
+/// It is taken out while in use, so a panic mid-query leaves a fresh one behind, not a dirty
+/// one.
+pub(crate) fn with_scratch<S: Default, R>(scratch: &'static std::thread::LocalKey<std::cell::RefCell<S>>, f: impl FnOnce(&mut S) -> R) -> R {
+    scratch.with(|cell| {
+        let mut state = cell.take();
+        let result = f(&mut state);
+        cell.replace(state);
+        result
+    })
+}
 
 /// What the index knows of one grouped tool. Documents are numbered by their position in the
 /// slice given to the index builder.

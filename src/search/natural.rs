@@ -13,6 +13,8 @@
 mod analyze;
 
 use super::Map;
+use super::top::best_k;
+use super::with_scratch;
 use std::cell::RefCell;
 use std::cmp::Ordering;
 
@@ -388,13 +390,10 @@ impl NaturalIndex {
             Some(Some(&id)) => Some(id),
             None => None,
         };
-        SCORES.with(|cell| {
-            // Taken out so a panic mid-query leaves a fresh accumulator behind, not a dirty one.
-            let mut acc = cell.take();
+        with_scratch(&SCORES, |acc| {
             acc.fit(self.group_of.len(), self.group_ids.len());
-            let found = self.score(&mut acc, query, group, k);
+            let found = self.score(acc, query, group, k);
             acc.reset();
-            cell.replace(acc);
             found
         })
     }
@@ -482,33 +481,6 @@ impl NaturalIndex {
             }
         }
     }
-}
-
-/// The best `k` of `items` by `order` (`Less` ranks first), best first, and how many items
-/// there were. Keeps up to 2k, cut back to the best k when full: one comparison per item and
-/// no list the size of the candidates.
-fn best_k<T: Copy>(items: impl Iterator<Item = T>, k: usize, order: impl Fn(&T, &T) -> Ordering) -> (Vec<T>, usize) {
-    let mut best = Vec::new();
-    let mut kth: Option<T> = None;
-    let mut total = 0;
-    for item in items {
-        total += 1;
-        if k == 0 || kth.as_ref().is_some_and(|kth| order(&item, kth) != Ordering::Less) {
-            continue;
-        }
-        best.push(item);
-        if best.len() == k.saturating_mul(2) {
-            best.select_nth_unstable_by(k - 1, &order);
-            best.truncate(k);
-            kth = Some(best[k - 1]);
-        }
-    }
-    if best.len() > k {
-        best.select_nth_unstable_by(k - 1, &order);
-        best.truncate(k);
-    }
-    best.sort_unstable_by(&order);
-    (best, total)
 }
 
 /// Group-prior postings: each group is one document made of all its tools' field terms

@@ -152,9 +152,9 @@ impl Tallies {
         self.undecided[..words].iter().map(|w| w.count_ones() as usize).sum()
     }
 
-    /// Every candidate, in document order.
-    pub(super) fn each_candidate(&self, mut f: impl FnMut(u32)) {
-        for_each_bit(&self.undecided[..self.words], &mut f);
+    /// The candidates still undecided, in document order.
+    pub(super) fn undecided(&self) -> SetBits<'_> {
+        set_bits(&self.undecided[..self.words])
     }
 
     /// Narrows the candidates (of which there are `count`) towards the `k` strongest: returns
@@ -188,20 +188,35 @@ impl Tallies {
                 count -= with;
             }
         }
-        let mut chosen = Vec::new();
-        for_each_bit(&self.chosen[..words], &mut |doc| chosen.push(doc));
-        chosen
+        set_bits(&self.chosen[..words]).collect()
     }
 }
 
-/// Calls `f` with each set bit's document of `words`, ascending.
-fn for_each_bit(words: &[u64], f: &mut impl FnMut(u32)) {
-    for (w, &word) in words.iter().enumerate() {
-        let mut bits = word;
-        while bits != 0 {
+/// The documents of the set bits of `words` (bit b of word w is document 64w + b), ascending.
+pub(super) fn set_bits(words: &[u64]) -> SetBits<'_> {
+    SetBits { words, next: 0, base: 0, bits: 0 }
+}
+
+pub(super) struct SetBits<'a> {
+    /// Words not read yet, the first of them numbered `next`.
+    words: &'a [u64],
+    next: u32,
+    /// The bits left of the word numbered `base`.
+    base: u32,
+    bits: u64,
+}
+
+impl Iterator for SetBits<'_> {
+    type Item = u32;
+
+    fn next(&mut self) -> Option<u32> {
+        while self.bits == 0 {
+            let (&word, rest) = self.words.split_first()?;
             // Fits: documents are numbered by u32.
-            f((w * 64) as u32 + bits.trailing_zeros());
-            bits &= bits - 1;
+            (self.base, self.next, self.bits, self.words) = (self.next, self.next + 64, word, rest);
         }
+        let bit = self.bits.trailing_zeros();
+        self.bits &= self.bits - 1;
+        Some(self.base + bit)
     }
 }

@@ -115,7 +115,7 @@ impl Postings {
         (listed, bitmaps)
     }
 
-    /// Bitmap `index` of `term`'s.
+    /// The bitmap numbered `index` (as [`Postings::term`] gives them).
     pub(super) fn bitmap(&self, index: u32) -> &[u64] {
         &self.bitmaps[index as usize * self.words..][..self.words]
     }

@@ -10,7 +10,8 @@
 //!   control tools), [`provider`] (providers' wire shapes), [`catalog`] and [`search`].
 //!
 //! Shared below them: [`call`] (a call and what goes back), [`error`] (the one error
-//! vocabulary), [`telemetry`], [`clock`], [`mem`] (heap sizes), [`pb`] (generated code).
+//! vocabulary), [`telemetry`], [`clock`], [`mem`] (heap sizes), [`threads`] (work split
+//! across threads), [`pb`] (generated code).
 //! Above them: [`config`], [`server`] (wiring and shutdown) and [`cli`].
 
 pub mod api;
@@ -40,6 +41,7 @@ pub mod error;
 pub mod mem;
 pub mod pb;
 pub mod telemetry;
+pub mod threads;
 
 pub mod cli;
 pub mod config;

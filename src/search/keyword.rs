@@ -132,11 +132,11 @@ impl KeywordIndex {
     ///
     /// # Panics
     /// If `docs` holds 2^32 − 1 documents or more (hit ids are `u32`).
-    pub fn build(docs: &[impl Searchable]) -> KeywordIndex {
+    pub fn build(docs: &[impl Searchable + Sync]) -> KeywordIndex {
         // One segment: each more would cost every query keyword another vocabulary lookup
         // (measured: split in two for a parallel build, keyword p99 rose by 40%).
         u32::try_from(docs.len()).ok().filter(|&n| n < GONE).expect("fewer than 2^32 - 1 documents");
-        Self::assemble(docs, vec![Part { segment: Arc::new(Segment::build(docs.iter().map(Searchable::text))), docs: PartDocs::Run(0) }])
+        Self::assemble(docs, vec![Part { segment: Arc::new(Segment::build(docs.len(), |d| docs[d as usize].text())), docs: PartDocs::Run(0) }])
     }
 
     /// [`KeywordIndex::build`] for a new version of `previous`'s catalog: `was[d]` is the
@@ -149,7 +149,7 @@ impl KeywordIndex {
     ///
     /// # Panics
     /// As `build`, or if `was` is not one entry per document.
-    pub fn update(docs: &[impl Searchable], previous: &KeywordIndex, was: &[Option<u32>], same_names: bool) -> KeywordIndex {
+    pub fn update(docs: &[impl Searchable + Sync], previous: &KeywordIndex, was: &[Option<u32>], same_names: bool) -> KeywordIndex {
         assert_eq!(was.len(), docs.len(), "one entry per document");
         let mut now = vec![GONE; previous.len()];
         for (doc, old) in (0u32..).zip(was) {
@@ -186,7 +186,7 @@ impl KeywordIndex {
             return Self::build(docs);
         }
         if !fresh.is_empty() {
-            let segment = Segment::build(fresh.iter().map(|&d| docs[d as usize].text()));
+            let segment = Segment::build(fresh.len(), |i| docs[fresh[i as usize] as usize].text());
             parts.push(Part { segment: Arc::new(segment), docs: PartDocs::compact(fresh.into()) });
         }
         if same_names && previous.len() == docs.len() {
@@ -197,11 +197,14 @@ impl KeywordIndex {
 
     /// `docs` in `parts` segments over consecutive documents (an index as updates leave it).
     #[cfg(test)]
-    fn build_parts(docs: &[impl Searchable], parts: usize) -> KeywordIndex {
+    fn build_parts(docs: &[impl Searchable + Sync], parts: usize) -> KeywordIndex {
         let size = docs.len().div_ceil(parts).next_multiple_of(64);
         let parts = (0u32..)
             .zip(docs.chunks(size))
-            .map(|(i, chunk)| Part { segment: Arc::new(Segment::build(chunk.iter().map(Searchable::text))), docs: PartDocs::Run(i * size as u32) })
+            .map(|(i, chunk)| Part {
+                segment: Arc::new(Segment::build(chunk.len(), |d| chunk[d as usize].text())),
+                docs: PartDocs::Run(i * size as u32),
+            })
             .collect();
         Self::assemble(docs, parts)
     }

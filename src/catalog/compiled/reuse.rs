@@ -5,37 +5,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use super::{Catalog, PreparedTool, RandomState, Schema, ToolDeclaration};
+use crate::threads::on_threads;
 
-/// Most threads a compile prepares schemas on.
-const MAX_COMPILE_THREADS: usize = 4;
 /// Fewer new schemas are prepared on the calling thread.
 const PARALLEL_FROM_SCHEMAS: usize = 256;
 
 /// [`Schema::prepare`] of each text, in order; split across threads when there are many.
 pub(super) fn prepare_all(texts: &[&str]) -> Vec<Result<Schema, String>> {
     on_threads(texts, PARALLEL_FROM_SCHEMAS, |_, text| Schema::prepare(text))
-}
-
-/// `f(i, item)` for every item, in order; on up to `MAX_COMPILE_THREADS` threads (in
-/// consecutive chunks) from `parallel_from` items.
-fn on_threads<T: Sync, R: Send>(items: &[T], parallel_from: usize, f: impl Fn(usize, &T) -> R + Sync) -> Vec<R> {
-    let threads = match items.len() {
-        n if n < parallel_from => 1,
-        _ => std::thread::available_parallelism().map_or(1, |n| n.get()).min(MAX_COMPILE_THREADS),
-    };
-    if threads <= 1 {
-        return items.iter().enumerate().map(|(i, item)| f(i, item)).collect();
-    }
-    let size = items.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let f = &f;
-        let chunks: Vec<_> = items
-            .chunks(size)
-            .enumerate()
-            .map(|(c, chunk)| scope.spawn(move || chunk.iter().enumerate().map(|(i, item)| f(c * size + i, item)).collect::<Vec<_>>()))
-            .collect();
-        chunks.into_iter().flat_map(|chunk| chunk.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
-    })
 }
 
 /// Per kept declaration (source id, declaration), `previous`'s schema when it declared the

@@ -1,16 +1,19 @@
 //! A segment of the keyword index: the terms, runs and postings of some documents, built in
 //! one pass over their fields (see the parent module for how they are searched).
 
+use std::ops::Range;
+
 use memchr::memmem;
 
 use super::super::DocText;
 use super::super::Map;
 use super::super::tokenize::for_each_term;
-use super::{FIELDS, GONE};
+use super::FIELDS;
+use crate::threads::{on_threads, threads_for};
 
 /// The terms and postings of some documents, numbered from 0 in the order given; shared by
 /// every version that keeps them.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub(super) struct Segment {
     pub(super) docs: u32,
     /// Tokens and runs → term id in `word_postings` and `run_postings`.
@@ -28,7 +31,7 @@ pub(super) struct Segment {
 /// costs one lookup whatever its fields. A (term, field) holding more than 1/32 of the
 /// documents is a bitmap over all of them instead (no larger than its list, and merged 64
 /// documents a step); the few terms with bitmaps are flagged in their offset.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 pub(super) struct Postings {
     /// `entries[offsets[t] & !HAS_BITMAPS..offsets[t + 1] & !HAS_BITMAPS]` lists term `t`.
     offsets: Vec<u32>,
@@ -44,22 +47,28 @@ pub(super) struct Postings {
 
 /// Bits of an entry holding its field.
 pub(super) const FIELD_BITS: u32 = 3;
+const FIELD_MASK: u32 = (1 << FIELD_BITS) - 1;
 pub(super) const NO_BITMAP: u32 = u32::MAX;
 /// Flags a term with bitmaps in its offset (entries are fewer than 2^31).
 const HAS_BITMAPS: u32 = 1 << 31;
 
 impl Postings {
-    /// `entries` are (term, zero-based field, doc), at most one per (term, doc), in document
-    /// order, over `docs` documents.
-    fn from_entries(terms: usize, docs: usize, entries: &[(u32, u8, u32)]) -> Self {
-        let slot = |term: u32, field: u8| term as usize * FIELDS + usize::from(field);
+    /// Postings from the occurrences of several parts of consecutive documents, in document
+    /// order: each part's entries (term, doc and field packed by [`Occurrences::add`], at most
+    /// one per term and doc, in document order) and its map from its term ids to `terms`'s.
+    fn from_parts(terms: usize, docs: usize, parts: &[(&[u64], &[u32])]) -> Self {
+        let slot = |term: u32, field: u32| term as usize * FIELDS + field as usize;
+        let unpack = |map: &[u32], entry: u64| (map[(entry >> 32) as usize], entry as u32);
         // Entries are bounded by the catalog's words, which the registry's size limit bounds.
-        u32::try_from(entries.len()).ok().filter(|&n| n < HAS_BITMAPS).expect("fewer than 2^31 postings");
-        assert!(docs < 1 << (32 - FIELD_BITS), "fewer than 2^29 documents in a segment");
+        let total: usize = parts.iter().map(|(entries, _)| entries.len()).sum();
+        u32::try_from(total).ok().filter(|&n| n < HAS_BITMAPS).expect("fewer than 2^31 postings");
         // Per (term, field) slot its size; then its bitmap's index, or NO_BITMAP when listed.
         let mut slots = vec![0u32; terms * FIELDS];
-        for &(term, field, _) in entries {
-            slots[slot(term, field)] += 1;
+        for &(entries, map) in parts {
+            for &entry in entries {
+                let (term, entry) = unpack(map, entry);
+                slots[slot(term, entry & FIELD_MASK)] += 1;
+            }
         }
         let (mut bitmap_terms, mut bitmap_of) = (Vec::new(), Vec::new());
         let mut offsets = Vec::with_capacity(terms + 1);
@@ -91,14 +100,20 @@ impl Postings {
         let mut next: Vec<u32> = offsets[..terms].iter().map(|o| o & !HAS_BITMAPS).collect();
         let mut postings =
             Postings { offsets, entries: vec![0; listed as usize], bitmap_terms, bitmap_of, bitmaps: vec![0; bitmaps as usize * words], words };
-        for &(term, field, doc) in entries {
-            match slots[slot(term, field)] {
-                NO_BITMAP => {
-                    let at = &mut next[term as usize];
-                    postings.entries[*at as usize] = doc << FIELD_BITS | u32::from(field);
-                    *at += 1;
+        for &(entries, map) in parts {
+            for &entry in entries {
+                let (term, entry) = unpack(map, entry);
+                match slots[slot(term, entry & FIELD_MASK)] {
+                    NO_BITMAP => {
+                        let at = &mut next[term as usize];
+                        postings.entries[*at as usize] = entry;
+                        *at += 1;
+                    }
+                    bitmap => {
+                        let doc = (entry >> FIELD_BITS) as usize;
+                        postings.bitmaps[bitmap as usize * words + doc / 64] |= 1 << (doc % 64);
+                    }
                 }
-                bitmap => postings.bitmaps[bitmap as usize * words + doc as usize / 64] |= 1 << (doc % 64),
             }
         }
         postings
@@ -136,7 +151,8 @@ pub(super) fn intern(ids: &mut Map<Box<str>, u32>, term: &str) -> u32 {
 struct Occurrences {
     /// The last document that added each term.
     last_doc: Vec<u32>,
-    entries: Vec<(u32, u8, u32)>,
+    /// `term << 32 | doc << FIELD_BITS | field` (a posting entry under its term).
+    entries: Vec<u64>,
 }
 
 impl Occurrences {
@@ -150,7 +166,7 @@ impl Occurrences {
         let first = *last != doc;
         if first {
             *last = doc;
-            self.entries.push((term, field, doc));
+            self.entries.push(u64::from(term) << 32 | u64::from(doc << FIELD_BITS | u32::from(field)));
         }
         first
     }
@@ -159,7 +175,7 @@ impl Occurrences {
 /// The vocabulary of distinct runs with a char-bigram index over it. A keyword of two or
 /// more chars lies only in runs holding all its bigrams, so the shortest of their run lists
 /// bounds the runs to check with `memmem` (for two chars it is the answer).
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 pub(super) struct Runs {
     /// Runs back to back: run `r` is `text[starts[r]..starts[r + 1]]`.
     text: String,
@@ -273,27 +289,102 @@ impl Segment {
             + self.char_postings.heap_bytes()
     }
 
-    /// Indexes `docs`, numbering them from 0 in the order given.
-    pub(super) fn build<'a>(docs: impl ExactSizeIterator<Item = DocText<'a>>) -> Segment {
-        let count = u32::try_from(docs.len()).ok().filter(|&n| n < GONE).expect("fewer than 2^32 - 1 documents");
-        // Tokens and runs share term ids: most runs are also a token.
-        let mut terms = Map::default();
-        let mut char_ids = Map::default();
-        let mut words = Occurrences::default();
-        let mut run_uses = Occurrences::default();
-        let mut chars = Occurrences::default();
+    /// Indexes documents `0..count` (`doc(d)` is document `d`'s text); split across threads
+    /// when there are many.
+    pub(super) fn build<'a>(count: usize, doc: impl Fn(u32) -> DocText<'a> + Sync) -> Segment {
+        Self::build_in(count, threads_for(count, PARALLEL_FROM_DOCS), doc)
+    }
+
+    /// [`Segment::build`] in `parts` runs of consecutive documents, each indexed on its own
+    /// (on several threads), then merged: the segment is the same whatever the parts.
+    pub(super) fn build_in<'a>(count: usize, parts: usize, doc: impl Fn(u32) -> DocText<'a> + Sync) -> Segment {
+        // Entries pack a document in 29 bits (`FIELD_BITS`), under the 32-bit term.
+        let count = u32::try_from(count).ok().filter(|&n| n < 1 << (32 - FIELD_BITS)).expect("fewer than 2^29 documents in a segment");
+        let size = count.div_ceil(parts.max(1) as u32).max(1);
+        let runs: Vec<Range<u32>> = (0..count).step_by(size as usize).map(|start| start..count.min(start + size)).collect();
+        let partials = on_threads(&runs, 2, |_, docs| Partial::index(docs.clone(), &doc));
+        Self::merge(count, partials)
+    }
+
+    /// One segment from the parts of its documents, in document order. Terms, runs and chars
+    /// are numbered in order of first appearance, as one pass over all documents would.
+    fn merge(count: u32, mut partials: Vec<Partial>) -> Segment {
+        let mut terms: Map<Box<str>, u32> = Map::default();
+        let mut chars: Map<Box<str>, u32> = Map::default();
         let mut runs = Runs::default();
         let mut bigram_entries = Vec::new();
+        let mut is_run: Vec<bool> = Vec::new();
+        // Per part, its term ids and char ids → the segment's.
+        let mut maps: Vec<(Vec<u32>, Vec<u32>)> = Vec::with_capacity(partials.len());
+        for (i, part) in partials.iter_mut().enumerate() {
+            let texts = by_id(&part.terms);
+            // The first part's ids are the segment's (its tables are taken whole below).
+            let term_map: Vec<u32> = if i == 0 { (0..texts.len() as u32).collect() } else { texts.iter().map(|t| intern(&mut terms, t)).collect() };
+            is_run.resize(texts.len().max(terms.len()), false);
+            for &local in &part.runs {
+                let term = term_map[local as usize];
+                if !std::mem::replace(&mut is_run[term as usize], true) {
+                    let text = texts[local as usize];
+                    runs.push(term, text, &mut bigram_entries);
+                    for (at, c) in text.char_indices() {
+                        intern(&mut chars, &text[at..at + c.len_utf8()]);
+                    }
+                }
+            }
+            drop(texts);
+            if i == 0 {
+                terms = std::mem::take(&mut part.terms);
+            }
+            let char_map = by_id(&part.chars).iter().map(|c| chars[*c]).collect();
+            maps.push((term_map, char_map));
+        }
+        runs.index_bigrams(&bigram_entries);
+        let postings = |uses: fn(&Partial) -> &Occurrences, map: fn(&(Vec<u32>, Vec<u32>)) -> &Vec<u32>, ids: usize| {
+            let parts: Vec<(&[u64], &[u32])> = partials.iter().zip(&maps).map(|(p, m)| (uses(p).entries.as_slice(), map(m).as_slice())).collect();
+            Postings::from_parts(ids, count as usize, &parts)
+        };
+        Segment {
+            docs: count,
+            word_postings: postings(|p| &p.words, |m| &m.0, terms.len()),
+            run_postings: postings(|p| &p.run_uses, |m| &m.0, terms.len()),
+            char_postings: postings(|p| &p.char_uses, |m| &m.1, chars.len()),
+            words: terms,
+            runs,
+            chars,
+        }
+    }
+}
+
+/// Fewer documents than this are indexed on one thread.
+const PARALLEL_FROM_DOCS: usize = 4096;
+
+/// What one thread indexes of a run of documents: its terms and chars numbered in order of
+/// first appearance in the run, their occurrences, and its terms used as runs.
+#[derive(Default)]
+struct Partial {
+    /// Tokens and runs share term ids: most runs are also a token.
+    terms: Map<Box<str>, u32>,
+    chars: Map<Box<str>, u32>,
+    words: Occurrences,
+    run_uses: Occurrences,
+    char_uses: Occurrences,
+    /// Terms used as a run, in order of first such use.
+    runs: Vec<u32>,
+}
+
+impl Partial {
+    fn index<'a>(docs: Range<u32>, doc: &impl Fn(u32) -> DocText<'a>) -> Partial {
+        let mut part = Partial::default();
         // Per term used as a run, its distinct char ids (so a document's chars come from its
         // distinct runs); empty for other terms.
         let mut run_chars: Vec<Vec<u32>> = Vec::new();
-        for (id, doc) in (0..count).zip(docs) {
-            for (field, texts) in (0u8..).zip(doc.fields) {
+        for id in docs {
+            for (field, texts) in (0u8..).zip(doc(id).fields) {
                 for text in texts {
                     for_each_term(text, |text, uses| {
-                        let term = intern(&mut terms, text);
+                        let term = intern(&mut part.terms, text);
                         if uses.token {
-                            words.add(term, field, id);
+                            part.words.add(term, field, id);
                         }
                         if !uses.run {
                             return;
@@ -302,31 +393,31 @@ impl Segment {
                             run_chars.resize(term as usize + 1, Vec::new());
                         }
                         if run_chars[term as usize].is_empty() {
-                            runs.push(term, text, &mut bigram_entries);
-                            let mut ids: Vec<u32> = text.char_indices().map(|(at, c)| intern(&mut char_ids, &text[at..at + c.len_utf8()])).collect();
+                            part.runs.push(term);
+                            let mut ids: Vec<u32> =
+                                text.char_indices().map(|(at, c)| intern(&mut part.chars, &text[at..at + c.len_utf8()])).collect();
                             ids.sort_unstable();
                             ids.dedup();
                             run_chars[term as usize] = ids;
                         }
-                        if run_uses.add(term, field, id) {
+                        if part.run_uses.add(term, field, id) {
                             for &c in &run_chars[term as usize] {
-                                chars.add(c, field, id);
+                                part.char_uses.add(c, field, id);
                             }
                         }
                     });
                 }
             }
         }
-        runs.index_bigrams(&bigram_entries);
-        let postings = |uses: Occurrences, ids: usize| Postings::from_entries(ids, count as usize, &uses.entries);
-        Segment {
-            docs: count,
-            word_postings: postings(words, terms.len()),
-            run_postings: postings(run_uses, terms.len()),
-            words: terms,
-            runs,
-            char_postings: postings(chars, char_ids.len()),
-            chars: char_ids,
-        }
+        part
     }
+}
+
+/// The keys of `ids` by id.
+fn by_id(ids: &Map<Box<str>, u32>) -> Vec<&str> {
+    let mut texts = vec![""; ids.len()];
+    for (text, &id) in ids {
+        texts[id as usize] = text;
+    }
+    texts
 }

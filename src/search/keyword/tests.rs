@@ -461,6 +461,43 @@ fn an_index_built_in_parts_ranks_like_the_naive_scan() {
     }
 }
 
+/// Random documents, a third of them with words and chars no other document has (so later
+/// runs of documents bring terms new to the earlier ones).
+fn docs_with_new_terms(rng: &mut Rng, count: usize) -> Vec<SearchDoc> {
+    (0..count)
+        .map(|i| {
+            let mut doc = random_doc(rng);
+            if i % 3 == 0 {
+                doc.description.push_str(&format!(" uniq{i} Zeta{i}x {}", char::from_u32(0x4e00 + i as u32).unwrap_or('x')));
+            }
+            doc
+        })
+        .collect()
+}
+
+#[test]
+fn a_segment_indexed_in_parts_on_several_threads_equals_one_indexed_in_one_pass() {
+    let mut rng = Rng(0x5151_2026_1207_0001);
+    for count in [0, 1, 5, 64, 301] {
+        let docs = docs_with_new_terms(&mut rng, count);
+        let one = Segment::build_in(docs.len(), 1, |d| docs[d as usize].text());
+        for parts in [2, 3, 7] {
+            let merged = Segment::build_in(docs.len(), parts, |d| docs[d as usize].text());
+            assert!(merged == one, "{count} documents in {parts} parts");
+        }
+    }
+}
+
+#[test]
+fn an_index_whose_segment_was_built_in_parts_ranks_like_the_naive_scan() {
+    let mut rng = Rng(0x5151_2026_1207_0002);
+    let docs = docs_with_new_terms(&mut rng, 500);
+    let segment = Segment::build_in(docs.len(), 3, |d| docs[d as usize].text());
+    let index = KeywordIndex::assemble(&docs, vec![Part { segment: Arc::new(segment), docs: PartDocs::Run(0) }]);
+    assert_eq!(index.parts(), 1);
+    agrees_with_naive(&index, &docs, &mut rng, 300);
+}
+
 #[test]
 fn updated_indexes_keep_unchanged_parts_and_rank_like_the_naive_scan() {
     let mut rng = Rng(0x5151_2026_0c07_0002);

@@ -82,14 +82,21 @@ fn fitted(mut s: String) -> String {
 const VALIDATOR_BYTES_PER_SCHEMA_BYTE: usize = 20;
 
 impl Schema {
-    /// Parses declared schema text, keeping only its compact form and search fields.
+    /// Parses declared schema text, keeping only its compact form and search fields: read in
+    /// one pass of the parser when it can be (no `Value` built), else from the parsed value.
     fn prepare(text: &str) -> Result<Schema, String> {
-        let value = schema::parse(text)?;
-        let (names, descriptions) = fields::schema_fields(&value);
+        let (json, names, descriptions) = match fields::schema_fields_of_text(text) {
+            Some((names, descriptions)) => (schema::compact_unique(text), names.join(" "), descriptions.join("\n")),
+            None => {
+                let value = schema::parse(text)?;
+                let (names, descriptions) = fields::schema_fields(&value);
+                (schema::compact(text, &value), names.join(" "), descriptions.join("\n"))
+            }
+        };
         Ok(Schema {
-            json: compact(&value),
-            property_names: fitted(names.join(" ")),
-            descriptions: fitted(descriptions.join("\n")),
+            json,
+            property_names: fitted(names),
+            descriptions: fitted(descriptions),
             value: OnceLock::new(),
             validator: OnceLock::new(),
             adapted: OnceLock::new(),
@@ -323,7 +330,11 @@ impl Catalog {
                         continue;
                     }
                 };
-                let output = if decl.output_schema.trim().is_empty() { None } else { schema::parse(&decl.output_schema).ok().map(|v| compact(&v)) };
+                let output = if decl.output_schema.trim().is_empty() {
+                    None
+                } else {
+                    schema::parse(&decl.output_schema).ok().map(|v| schema::compact(&decl.output_schema, &v))
+                };
                 let name = match &group {
                     Some(g) => canonical_name(g, &decl.name),
                     None => decl.name.clone(),
@@ -648,9 +659,4 @@ fn declared_exposed_names(
         }
     }
     names
-}
-
-fn compact(v: &Value) -> Box<RawValue> {
-    let text = serde_json::to_string(v).unwrap_or_else(|_| "{}".into());
-    RawValue::from_string(text).unwrap_or_else(|_| RawValue::from_string("{}".into()).expect("valid JSON"))
 }

@@ -7,6 +7,9 @@ use serde_json::Value;
 
 use super::SearchDoc;
 
+mod from_text;
+pub use from_text::schema_fields_of_text;
+
 /// The six searchable fields of `doc`, in priority order (index 0 is field 1, the local name).
 pub fn searchable_fields(doc: &SearchDoc) -> [&[String]; 6] {
     [

@@ -166,9 +166,14 @@ impl Occurrences {
         let first = *last != doc;
         if first {
             *last = doc;
-            self.entries.push(u64::from(term) << 32 | u64::from(doc << FIELD_BITS | u32::from(field)));
+            self.push(term, field, doc);
         }
         first
+    }
+
+    /// Records `term` for `doc`, known to be new to the document.
+    fn push(&mut self, term: u32, field: u8, doc: u32) {
+        self.entries.push(u64::from(term) << 32 | u64::from(doc << FIELD_BITS | u32::from(field)));
     }
 }
 
@@ -315,7 +320,7 @@ impl Segment {
         let mut bigram_entries = Vec::new();
         let mut is_run: Vec<bool> = Vec::new();
         // Per part, its term ids and char ids → the segment's.
-        let mut maps: Vec<(Vec<u32>, Vec<u32>)> = Vec::with_capacity(partials.len());
+        let (mut term_maps, mut char_maps) = (Vec::with_capacity(partials.len()), Vec::with_capacity(partials.len()));
         for (i, part) in partials.iter_mut().enumerate() {
             let texts = by_id(&part.terms);
             // The first part's ids are the segment's (its tables are taken whole below).
@@ -335,23 +340,26 @@ impl Segment {
             if i == 0 {
                 terms = std::mem::take(&mut part.terms);
             }
-            let char_map = by_id(&part.chars).iter().map(|c| chars[*c]).collect();
-            maps.push((term_map, char_map));
+            char_maps.push(by_id(&part.chars).iter().map(|c| chars[*c]).collect::<Vec<u32>>());
+            term_maps.push(term_map);
         }
         runs.index_bigrams(&bigram_entries);
-        let postings = |uses: fn(&Partial) -> &Occurrences, map: fn(&(Vec<u32>, Vec<u32>)) -> &Vec<u32>, ids: usize| {
-            let parts: Vec<(&[u64], &[u32])> = partials.iter().zip(&maps).map(|(p, m)| (uses(p).entries.as_slice(), map(m).as_slice())).collect();
+        let postings = |uses: fn(&Partial) -> &Occurrences, maps: &[Vec<u32>], ids: usize| {
+            let parts: Vec<(&[u64], &[u32])> = partials.iter().zip(maps).map(|(p, map)| (uses(p).entries.as_slice(), map.as_slice())).collect();
             Postings::from_parts(ids, count as usize, &parts)
         };
-        Segment {
-            docs: count,
-            word_postings: postings(|p| &p.words, |m| &m.0, terms.len()),
-            run_postings: postings(|p| &p.run_uses, |m| &m.0, terms.len()),
-            char_postings: postings(|p| &p.char_uses, |m| &m.1, chars.len()),
-            words: terms,
-            runs,
-            chars,
-        }
+        let words = || postings(|p| &p.words, &term_maps, terms.len());
+        let rest = || (postings(|p| &p.run_uses, &term_maps, terms.len()), postings(|p| &p.char_uses, &char_maps, chars.len()));
+        // Built on several threads: the word postings beside the others, of about their size.
+        let (word_postings, (run_postings, char_postings)) = match partials.len() {
+            1 => (words(), rest()),
+            _ => std::thread::scope(|scope| {
+                let words = scope.spawn(words);
+                let rest = rest();
+                (words.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)), rest)
+            }),
+        };
+        Segment { docs: count, word_postings, run_postings, char_postings, words: terms, runs, chars }
     }
 }
 
@@ -372,13 +380,23 @@ struct Partial {
     runs: Vec<u32>,
 }
 
+/// The distinct chars of a run: ids below 128 as a bit set, the rest listed.
+#[derive(Clone, Default)]
+struct RunChars {
+    narrow: u128,
+    wide: Vec<u32>,
+}
+
 impl Partial {
     fn index<'a>(docs: Range<u32>, doc: &impl Fn(u32) -> DocText<'a>) -> Partial {
         let mut part = Partial::default();
-        // Per term used as a run, its distinct char ids (so a document's chars come from its
-        // distinct runs); empty for other terms.
-        let mut run_chars: Vec<Vec<u32>> = Vec::new();
+        // Per term used as a run, its chars (so a document's chars come from its distinct
+        // runs); `None` for other terms.
+        let mut run_chars: Vec<Option<RunChars>> = Vec::new();
         for id in docs {
+            // The document's chars below 128 so far: its first run holding a char gives the
+            // char's best field (fields come strongest first).
+            let mut seen: u128 = 0;
             for (field, texts) in (0u8..).zip(doc(id).fields) {
                 for text in texts {
                     for_each_term(text, |text, uses| {
@@ -390,18 +408,27 @@ impl Partial {
                             return;
                         }
                         if run_chars.len() <= term as usize {
-                            run_chars.resize(term as usize + 1, Vec::new());
+                            run_chars.resize(term as usize + 1, None);
                         }
-                        if run_chars[term as usize].is_empty() {
+                        let chars = run_chars[term as usize].get_or_insert_with(|| {
                             part.runs.push(term);
-                            let mut ids: Vec<u32> =
-                                text.char_indices().map(|(at, c)| intern(&mut part.chars, &text[at..at + c.len_utf8()])).collect();
-                            ids.sort_unstable();
-                            ids.dedup();
-                            run_chars[term as usize] = ids;
-                        }
+                            let mut chars = RunChars::default();
+                            for (at, c) in text.char_indices() {
+                                match intern(&mut part.chars, &text[at..at + c.len_utf8()]) {
+                                    narrow @ 0..128 => chars.narrow |= 1 << narrow,
+                                    wide => chars.wide.push(wide),
+                                }
+                            }
+                            chars.wide.sort_unstable();
+                            chars.wide.dedup();
+                            chars
+                        });
                         if part.run_uses.add(term, field, id) {
-                            for &c in &run_chars[term as usize] {
+                            for c in set_bits_128(chars.narrow & !seen) {
+                                part.char_uses.push(c, field, id);
+                            }
+                            seen |= chars.narrow;
+                            for &c in &chars.wide {
                                 part.char_uses.add(c, field, id);
                             }
                         }
@@ -411,6 +438,15 @@ impl Partial {
         }
         part
     }
+}
+
+/// The set bits of `bits`, lowest first.
+fn set_bits_128(mut bits: u128) -> impl Iterator<Item = u32> {
+    std::iter::from_fn(move || {
+        let bit = (bits != 0).then(|| bits.trailing_zeros())?;
+        bits &= bits - 1;
+        Some(bit)
+    })
 }
 
 /// The keys of `ids` by id.

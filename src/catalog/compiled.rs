@@ -267,7 +267,9 @@ impl Catalog {
         let reused = previous.map(|p| reused_schemas(p, &decls)).unwrap_or_default();
         let mut slots: Vec<Result<Arc<Schema>, usize>> = Vec::with_capacity(decls.len());
         let mut fresh: Vec<&str> = Vec::new();
-        let mut fresh_at: HashMap<&str, usize, RandomState> = HashMap::default();
+        // Sized up front: growing would hash every schema text again.
+        let mut fresh_at: HashMap<&str, usize, RandomState> =
+            HashMap::with_capacity_and_hasher(decls.len() - reused.iter().flatten().count(), RandomState::default());
         for (i, (_, decl)) in decls.iter().enumerate() {
             let text = decl.input_schema.as_str();
             slots.push(match reused.get(i).copied().flatten() {

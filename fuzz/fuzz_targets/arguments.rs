@@ -10,7 +10,8 @@
 //! compiles; the verdict agrees with the validator's `is_valid` and is deterministic; an
 //! error result is `invalid_arguments` with one to five errors, each naming a JSON pointer
 //! that exists in the arguments, and a message naming the tool and the first pointer; a
-//! schema that does not compile gives `tool_unavailable`.
+//! schema that does not compile gives `tool_unavailable`; the search fields read from the
+//! schema text equal the parsed value's, and its compact text parses to that value.
 #![no_main]
 
 use std::collections::BTreeMap;
@@ -21,6 +22,7 @@ use serde_json::{Map, Value, json};
 use toolrouter::catalog::schema::{check_input, parse};
 use toolrouter::catalog::{AgentDefinition, Catalog, McpSource, SourceKind, ToolDeclaration, ToolGroup, ToolSource};
 use toolrouter::invoke::validate::check_arguments;
+use toolrouter::search::fields::{schema_fields, schema_fields_of_text};
 use toolrouter_fuzz::{content_object, error_code};
 
 fuzz_target!(|data: &[u8]| {
@@ -60,8 +62,17 @@ fn check(schema: &str, arguments: &Value) {
     let Some(tool) = catalog.tools.first() else {
         // Preparation skips a tool whose schema is not JSON, and says so.
         assert!(parse(schema).is_err(), "tool skipped: {:?}", catalog.diagnostics);
+        assert!(schema_fields_of_text(schema).is_none(), "fields read from text that is not JSON: {schema:?}");
         return;
     };
+    // Preparation read the search fields from the text in one pass when it could: they are
+    // the parsed value's, in order, and the compact text is the same value.
+    let value = parse(schema).expect("a prepared tool's schema parses");
+    if let Some((names, descriptions)) = schema_fields_of_text(schema) {
+        let (parsed_names, parsed_descriptions) = schema_fields(&value);
+        assert!(names == parsed_names && descriptions == parsed_descriptions, "fields of {schema}");
+    }
+    assert_eq!(tool.input_schema(), &value, "compact text of {schema}");
     let accepted_at_create = check_input(tool.input_schema()).is_ok();
     let verdict = check_arguments(tool, arguments);
     assert_eq!(verdict, check_arguments(tool, arguments), "not deterministic");

@@ -1,5 +1,6 @@
 //! A segment of the keyword index: the terms, runs and postings of some documents, built in
-//! one pass over their fields (see the parent module for how they are searched).
+//! one pass over their fields, in runs of documents on several threads then merged (see the
+//! parent module for how they are searched).
 
 use std::ops::Range;
 
@@ -54,7 +55,7 @@ const HAS_BITMAPS: u32 = 1 << 31;
 
 impl Postings {
     /// Postings from the occurrences of several parts of consecutive documents, in document
-    /// order: each part's entries (term, doc and field packed by [`Occurrences::add`], at most
+    /// order: each part's entries (term, doc and field packed by [`Occurrences::push`], at most
     /// one per term and doc, in document order) and its map from its term ids to `terms`'s.
     fn from_parts(terms: usize, docs: usize, parts: &[(&[u64], &[u32])]) -> Self {
         let slot = |term: u32, field: u32| term as usize * FIELDS + field as usize;
@@ -352,7 +353,7 @@ impl Segment {
         let rest = || (postings(|p| &p.run_uses, &term_maps, terms.len()), postings(|p| &p.char_uses, &char_maps, chars.len()));
         // Built on several threads: the word postings beside the others, of about their size.
         let (word_postings, (run_postings, char_postings)) = match partials.len() {
-            1 => (words(), rest()),
+            0 | 1 => (words(), rest()),
             _ => std::thread::scope(|scope| {
                 let words = scope.spawn(words);
                 let rest = rest();

@@ -40,47 +40,63 @@ pub fn schema_fields(schema: &Value) -> (Vec<String>, Vec<String>) {
             descriptions.push(description.clone());
         }
         for (keyword, value) in schema {
-            match keyword.as_str() {
-                "properties" => {
-                    if let Value::Object(properties) = value {
-                        for (name, subschema) in properties {
-                            names.push(name.clone());
-                            pending.push(subschema);
-                        }
+            match (holds(keyword), value) {
+                (Holds::Properties, Value::Object(properties)) => {
+                    for (name, subschema) in properties {
+                        names.push(name.clone());
+                        pending.push(subschema);
                     }
                 }
-                // Keys here are regexes or definition names, not property names.
-                "patternProperties" | "$defs" | "definitions" | "dependentSchemas" => {
-                    if let Value::Object(schemas) = value {
-                        pending.extend(schemas.values());
-                    }
-                }
-                // Draft-7 `dependencies` mixes schemas with lists of required names.
-                "dependencies" => {
-                    if let Value::Object(entries) = value {
-                        pending.extend(entries.values().filter(|v| v.is_object()));
-                    }
-                }
-                // Object form (one schema) or array form (tuple) across drafts.
-                "items" | "prefixItems" | "allOf" | "anyOf" | "oneOf" => match value {
-                    Value::Array(schemas) => pending.extend(schemas),
-                    other => pending.push(other),
-                },
-                "additionalProperties"
-                | "unevaluatedProperties"
-                | "propertyNames"
-                | "additionalItems"
-                | "unevaluatedItems"
-                | "contains"
-                | "not"
-                | "if"
-                | "then"
-                | "else" => pending.push(value),
+                // Values that are not objects are skipped when popped.
+                (Holds::SchemaValues, Value::Object(schemas)) => pending.extend(schemas.values()),
+                (Holds::Schemas, Value::Array(schemas)) => pending.extend(schemas),
+                (Holds::Schemas | Holds::Schema, schema) => pending.push(schema),
                 _ => {}
             }
         }
     }
     (names, descriptions)
+}
+
+/// What a keyword's value holds, for the walk.
+#[derive(Clone, Copy)]
+enum Holds {
+    /// One schema.
+    Schema,
+    /// An object of schemas (its keys are not property names).
+    SchemaValues,
+    /// Property names, each with its schema.
+    Properties,
+    /// An array of schemas, or one schema.
+    Schemas,
+    /// The schema's description, when a string.
+    Description,
+    /// Nothing the walk reads.
+    Nothing,
+}
+
+fn holds(keyword: &str) -> Holds {
+    match keyword {
+        "description" => Holds::Description,
+        "properties" => Holds::Properties,
+        // Keys here are regexes or definition names, not property names. Draft-7
+        // `dependencies` mixes schemas with lists of required names: only the objects are
+        // schemas, as anywhere a schema is expected.
+        "patternProperties" | "$defs" | "definitions" | "dependentSchemas" | "dependencies" => Holds::SchemaValues,
+        // Object form (one schema) or array form (tuple) across drafts.
+        "items" | "prefixItems" | "allOf" | "anyOf" | "oneOf" => Holds::Schemas,
+        "additionalProperties"
+        | "unevaluatedProperties"
+        | "propertyNames"
+        | "additionalItems"
+        | "unevaluatedItems"
+        | "contains"
+        | "not"
+        | "if"
+        | "then"
+        | "else" => Holds::Schema,
+        _ => Holds::Nothing,
+    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@ use std::hash::BuildHasher;
 
 use serde::de::{DeserializeSeed, Deserializer, Error, MapAccess, SeqAccess, Visitor};
 
+use super::{Holds, holds};
+
 /// Property names and descriptions, borrowed from the schema text unless escaped there.
 pub type TextFields<'a> = (Vec<Cow<'a, str>>, Vec<Cow<'a, str>>);
 
@@ -53,45 +55,6 @@ enum Step<'de> {
     Name(Cow<'de, str>),
     /// A schema object below this one.
     Schema(u32),
-}
-
-/// What a keyword's value holds, for the walk.
-#[derive(Clone, Copy)]
-enum Holds {
-    /// One schema.
-    Schema,
-    /// An object of schemas (its keys are not property names).
-    SchemaValues,
-    /// Property names, each with its schema.
-    Properties,
-    /// An array of schemas, or one schema.
-    Schemas,
-    /// The schema's description, when a string.
-    Description,
-    /// Nothing the walk reads.
-    Nothing,
-}
-
-fn holds(keyword: &str) -> Holds {
-    match keyword {
-        "description" => Holds::Description,
-        "properties" => Holds::Properties,
-        // Draft-7 `dependencies` mixes schemas with lists of required names: only the
-        // objects are schemas, as in a position holding one schema.
-        "patternProperties" | "$defs" | "definitions" | "dependentSchemas" | "dependencies" => Holds::SchemaValues,
-        "items" | "prefixItems" | "allOf" | "anyOf" | "oneOf" => Holds::Schemas,
-        "additionalProperties"
-        | "unevaluatedProperties"
-        | "propertyNames"
-        | "additionalItems"
-        | "unevaluatedItems"
-        | "contains"
-        | "not"
-        | "if"
-        | "then"
-        | "else" => Holds::Schema,
-        _ => Holds::Nothing,
-    }
 }
 
 /// A string as the parser has it: borrowed from the text unless it held escapes.

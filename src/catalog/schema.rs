@@ -20,21 +20,21 @@ pub fn parse(text: &str) -> Result<Value, String> {
 /// by serializing `value`. Text that repeats a key in an object (parsing kept one of them) and
 /// empty text are serialized from `value` instead.
 pub fn compact(text: &str, value: &Value) -> Box<RawValue> {
-    let serialized = || {
-        let text = serde_json::to_string(value).unwrap_or_else(|_| "{}".into());
-        RawValue::from_string(text).unwrap_or_else(|_| RawValue::from_string("{}".into()).expect("valid JSON"))
-    };
     let (minified, members) = without_whitespace(text);
     if minified.is_empty() || members != object_members(value) {
-        return serialized();
+        return raw(serde_json::to_string(value).unwrap_or_default());
     }
-    RawValue::from_string(minified).unwrap_or_else(|_| serialized())
+    raw(minified)
 }
 
 /// [`compact`] of text known to be one JSON value that repeats no key in an object.
 pub fn compact_unique(text: &str) -> Box<RawValue> {
-    let (minified, _) = without_whitespace(text);
-    RawValue::from_string(minified).unwrap_or_else(|_| RawValue::from_string("{}".into()).expect("valid JSON"))
+    raw(without_whitespace(text).0)
+}
+
+/// `json` as a raw value (`{}` if it were not JSON, which the callers rule out).
+fn raw(json: String) -> Box<RawValue> {
+    RawValue::from_string(json).unwrap_or_else(|_| RawValue::from_string("{}".into()).expect("valid JSON"))
 }
 
 /// JSON text without whitespace outside strings, and its count of object members (colons

@@ -57,6 +57,28 @@ enum Step<'de> {
     Schema(u32),
 }
 
+/// The scalar `visit_*` methods of a visitor that finds nothing in numbers, booleans and
+/// null: each returns `$nothing`.
+macro_rules! no_text_in_scalars {
+    ($nothing:expr) => {
+        fn visit_bool<E: Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok($nothing)
+        }
+        fn visit_i64<E: Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok($nothing)
+        }
+        fn visit_u64<E: Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok($nothing)
+        }
+        fn visit_f64<E: Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok($nothing)
+        }
+        fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
+            Ok($nothing)
+        }
+    };
+}
+
 /// A string as the parser has it: borrowed from the text unless it held escapes.
 struct Text<'de>(Cow<'de, str>);
 
@@ -120,22 +142,8 @@ impl<'de> Visitor<'de> for Checked {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("any JSON value")
     }
-    fn visit_bool<E: Error>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E: Error>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E: Error>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E: Error>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
+    no_text_in_scalars!(());
     fn visit_str<E: Error>(self, _: &str) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_unit<E: Error>(self) -> Result<(), E> {
         Ok(())
     }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
@@ -167,22 +175,8 @@ impl<'de> Visitor<'de> for SchemaAt<'_, 'de> {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON Schema")
     }
-    fn visit_bool<E: Error>(self, _: bool) -> Result<Option<u32>, E> {
-        Ok(None)
-    }
-    fn visit_i64<E: Error>(self, _: i64) -> Result<Option<u32>, E> {
-        Ok(None)
-    }
-    fn visit_u64<E: Error>(self, _: u64) -> Result<Option<u32>, E> {
-        Ok(None)
-    }
-    fn visit_f64<E: Error>(self, _: f64) -> Result<Option<u32>, E> {
-        Ok(None)
-    }
+    no_text_in_scalars!(None);
     fn visit_str<E: Error>(self, _: &str) -> Result<Option<u32>, E> {
-        Ok(None)
-    }
-    fn visit_unit<E: Error>(self) -> Result<Option<u32>, E> {
         Ok(None)
     }
     fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Option<u32>, A::Error> {
@@ -199,9 +193,9 @@ impl<'de> Visitor<'de> for SchemaAt<'_, 'de> {
             match holds(&key) {
                 Holds::Description => node.description = map.next_value::<Option<Described>>()?.and_then(|d| d.0),
                 Holds::Schema => node.steps.extend(map.next_value_seed(SchemaAt(skeleton))?.map(Step::Schema)),
-                Holds::Schemas => map.next_value_seed(Many { skeleton, steps: &mut node.steps, names: false, arrays: true })?,
-                Holds::SchemaValues => map.next_value_seed(Many { skeleton, steps: &mut node.steps, names: false, arrays: false })?,
-                Holds::Properties => map.next_value_seed(Many { skeleton, steps: &mut node.steps, names: true, arrays: false })?,
+                holds @ (Holds::Schemas | Holds::SchemaValues | Holds::Properties) => {
+                    map.next_value_seed(Many { skeleton, steps: &mut node.steps, holds })?
+                }
                 Holds::Nothing => map.next_value_seed(Checked)?,
             }
         }
@@ -228,21 +222,7 @@ impl<'de> serde::Deserialize<'de> for Described<'de> {
             fn visit_str<E: Error>(self, s: &str) -> Result<Self::Value, E> {
                 Ok(Described(Some(Cow::Owned(s.to_owned()))))
             }
-            fn visit_bool<E: Error>(self, _: bool) -> Result<Self::Value, E> {
-                Ok(Described(None))
-            }
-            fn visit_i64<E: Error>(self, _: i64) -> Result<Self::Value, E> {
-                Ok(Described(None))
-            }
-            fn visit_u64<E: Error>(self, _: u64) -> Result<Self::Value, E> {
-                Ok(Described(None))
-            }
-            fn visit_f64<E: Error>(self, _: f64) -> Result<Self::Value, E> {
-                Ok(Described(None))
-            }
-            fn visit_unit<E: Error>(self) -> Result<Self::Value, E> {
-                Ok(Described(None))
-            }
+            no_text_in_scalars!(Described(None));
             fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Self::Value, A::Error> {
                 Checked.visit_seq(seq).map(|()| Described(None))
             }
@@ -254,13 +234,13 @@ impl<'de> serde::Deserialize<'de> for Described<'de> {
     }
 }
 
-/// A keyword's value holding several schemas: an object of them (with their keys as
-/// property names when `names`), or when `arrays` an array of them or one schema.
+/// A keyword's value holding several schemas (`holds` is `Properties`, `SchemaValues` or
+/// `Schemas`): an object of them, with their keys as property names for `Properties`; for
+/// `Schemas`, an array of them or one schema.
 struct Many<'s, 'n, 'de> {
     skeleton: &'s mut Skeleton<'de>,
     steps: &'n mut Vec<Step<'de>>,
-    names: bool,
-    arrays: bool,
+    holds: Holds,
 }
 
 impl<'de> DeserializeSeed<'de> for Many<'_, '_, 'de> {
@@ -275,26 +255,12 @@ impl<'de> Visitor<'de> for Many<'_, '_, 'de> {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("schemas")
     }
-    fn visit_bool<E: Error>(self, _: bool) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_i64<E: Error>(self, _: i64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_u64<E: Error>(self, _: u64) -> Result<(), E> {
-        Ok(())
-    }
-    fn visit_f64<E: Error>(self, _: f64) -> Result<(), E> {
-        Ok(())
-    }
+    no_text_in_scalars!(());
     fn visit_str<E: Error>(self, _: &str) -> Result<(), E> {
         Ok(())
     }
-    fn visit_unit<E: Error>(self) -> Result<(), E> {
-        Ok(())
-    }
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        if !self.arrays {
+        if !matches!(self.holds, Holds::Schemas) {
             return Checked.visit_seq(seq);
         }
         while let Some(found) = seq.next_element_seed(SchemaAt(self.skeleton))? {
@@ -303,7 +269,7 @@ impl<'de> Visitor<'de> for Many<'_, '_, 'de> {
         Ok(())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        if self.arrays {
+        if matches!(self.holds, Holds::Schemas) {
             // One schema object in a position that may hold an array of them.
             let found = SchemaAt(self.skeleton).visit_map(map)?;
             self.steps.extend(found.map(Step::Schema));
@@ -313,7 +279,7 @@ impl<'de> Visitor<'de> for Many<'_, '_, 'de> {
         while let Some(Text(key)) = map.next_key()? {
             keys.add(&key)?;
             let found = map.next_value_seed(SchemaAt(self.skeleton))?;
-            if self.names {
+            if matches!(self.holds, Holds::Properties) {
                 self.steps.push(Step::Name(key));
             }
             self.steps.extend(found.map(Step::Schema));

@@ -97,6 +97,9 @@ impl Default for NaturalConfig {
 }
 
 const FIELDS: usize = 6;
+/// A query reading at least docs / this many postings scores the docs densely (add, then
+/// find who has a score) rather than noting each doc as it turns positive.
+const DENSE_FROM: usize = 2;
 /// Fields whose word order is meaningful, for bigrams: name and description.
 const PHRASE_FIELDS: usize = 2;
 
@@ -385,6 +388,12 @@ impl NaturalIndex {
     /// candidates. Returns the top `k` as (doc, score) and the number of candidates (exact
     /// matches and documents sharing at least one query term, after the group filter).
     pub fn search(&self, query: &str, group: Option<&str>, k: usize) -> (Vec<(u32, f32)>, usize) {
+        self.search_with(query, group, k, None)
+    }
+
+    /// [`NaturalIndex::search`], scoring densely or not as `dense` says (None: by how many
+    /// postings the query reads). Both ways give the same answer, bit for bit.
+    fn search_with(&self, query: &str, group: Option<&str>, k: usize, dense: Option<bool>) -> (Vec<(u32, f32)>, usize) {
         let group = match group.map(|g| self.group_ids.get(g)) {
             Some(None) => return (Vec::new(), 0),
             Some(Some(&id)) => Some(id),
@@ -392,13 +401,13 @@ impl NaturalIndex {
         };
         with_scratch(&SCORES, |acc| {
             acc.fit(self.group_of.len(), self.group_ids.len());
-            let found = self.score(acc, query, group, k);
+            let found = self.score(acc, query, group, k, dense);
             acc.reset();
             found
         })
     }
 
-    fn score(&self, acc: &mut Scores, query: &str, group: Option<u32>, k: usize) -> (Vec<(u32, f32)>, usize) {
+    fn score(&self, acc: &mut Scores, query: &str, group: Option<u32>, k: usize, dense: Option<bool>) -> (Vec<(u32, f32)>, usize) {
         let allowed = |doc: u32| group.is_none_or(|g| self.group_of[doc as usize] == g);
 
         let seq: Vec<Option<u32>> = self
@@ -424,24 +433,33 @@ impl NaturalIndex {
                 group_scores[g as usize] += w;
             }
         }
-        for &t in &terms {
-            acc.add_all(self.postings.get(t as usize), 1.0);
-        }
-        for p in &pairs {
-            if let Ok(i) = self.bigram_pairs.binary_search(p) {
-                acc.add_all(self.bigrams.get(i), 1.0);
+        // Terms, then pairs: each doc's score is summed in this order, whichever way.
+        let lists: Vec<&[(u32, f32)]> = terms
+            .iter()
+            .map(|&t| self.postings.get(t as usize))
+            .chain(pairs.iter().filter_map(|p| self.bigram_pairs.binary_search(p).ok().map(|i| self.bigrams.get(i))))
+            .collect();
+        let docs = self.group_of.len();
+        if dense.unwrap_or_else(|| lists.iter().map(|l| l.len()).sum::<usize>() >= docs / DENSE_FROM) {
+            for list in &lists {
+                acc.add_dense(list);
+            }
+            acc.collect_touched(docs);
+        } else {
+            for list in &lists {
+                acc.add_all(list);
             }
         }
-        for &doc in &acc.touched {
+        for &doc in &acc.touched[..acc.len] {
             acc.score[doc as usize] += acc.group_scores[self.group_of[doc as usize] as usize];
         }
         self.feedback(acc, &terms, &allowed);
 
         let exact = self.exact.get(&query.trim().to_lowercase()).map_or(&[][..], Vec::as_slice);
         let order = |a: &(u32, bool, f32), b: &(u32, bool, f32)| -> Ordering {
-            b.1.cmp(&a.1).then(b.2.total_cmp(&a.2)).then(self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]))
+            b.1.cmp(&a.1).then(b.2.total_cmp(&a.2)).then_with(|| self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]))
         };
-        let candidates = acc.touched.iter().chain(exact.iter().filter(|&&d| acc.score[d as usize] == 0.0)).filter(|&&d| allowed(d));
+        let candidates = acc.touched().iter().chain(exact.iter().filter(|&&d| acc.score[d as usize] == 0.0)).filter(|&&d| allowed(d));
         let (best, total) = best_k(candidates.map(|&d| (d, exact.contains(&d), acc.score[d as usize])), k, order);
         (best.into_iter().map(|(doc, _, s)| (doc, s)).collect(), total)
     }
@@ -452,8 +470,9 @@ impl NaturalIndex {
         if self.cfg.prf_docs == 0 || self.cfg.prf_weight <= 0.0 {
             return;
         }
-        let by_score = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]));
-        let candidates = acc.touched.iter().filter(|&&d| allowed(d)).map(|&d| (d, acc.score[d as usize]));
+        let by_score =
+            |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then_with(|| self.canon_rank[a.0 as usize].cmp(&self.canon_rank[b.0 as usize]));
+        let candidates = acc.touched().iter().filter(|&&d| allowed(d)).map(|&d| (d, acc.score[d as usize]));
         let (top, _) = best_k(candidates, self.cfg.prf_docs, by_score);
         let Some(&(_, best)) = top.first() else {
             return;
@@ -475,9 +494,9 @@ impl NaturalIndex {
         for &(t, e) in &expansion {
             let f = self.cfg.prf_weight * e / max;
             for &(doc, w) in self.postings.get(t as usize) {
-                if acc.score[doc as usize] > 0.0 {
-                    acc.score[doc as usize] += f * w;
-                }
+                // Only docs the query matched; a select, not a branch (adding 0 keeps a score).
+                let s = &mut acc.score[doc as usize];
+                *s += if *s > 0.0 { f * w } else { 0.0 };
             }
         }
     }
@@ -522,11 +541,13 @@ thread_local! {
 }
 
 /// Per-query score accumulator: dense scores plus the docs that have one, and the groups'
-/// prior scores. Between queries every score is zero and `touched` is empty.
+/// prior scores. Between queries every score is zero and no doc is touched.
 #[derive(Default)]
 struct Scores {
     score: Vec<f32>,
+    /// The docs with a score are `touched[..len]`; one slot more than the docs.
     touched: Vec<u32>,
+    len: usize,
     group_scores: Vec<f32>,
     /// Groups in use: the current index's.
     groups: usize,
@@ -536,6 +557,7 @@ impl Scores {
     fn fit(&mut self, docs: usize, groups: usize) {
         if self.score.len() < docs {
             self.score.resize(docs, 0.0);
+            self.touched.resize(docs + 1, 0);
         }
         if self.group_scores.len() < groups {
             self.group_scores.resize(groups, 0.0);
@@ -544,23 +566,53 @@ impl Scores {
     }
 
     fn reset(&mut self) {
-        for &doc in &self.touched {
+        for &doc in &self.touched[..self.len] {
             self.score[doc as usize] = 0.0;
         }
-        self.touched.clear();
+        self.len = 0;
         self.group_scores[..self.groups].fill(0.0);
     }
 
-    fn add_all(&mut self, postings: &[(u32, f32)], factor: f32) {
+    /// Adds a list's weights. Whether a doc turns positive is data, not a branch: a first
+    /// touch is unpredictable, and a mispredicted branch per posting cost more than the add.
+    fn add_all(&mut self, postings: &[(u32, f32)]) {
+        let (score, touched) = (&mut self.score, &mut self.touched);
+        let mut len = self.len;
         for &(doc, w) in postings {
-            let s = &mut self.score[doc as usize];
-            // Contributions are never negative, so a doc turns positive at most once.
+            let s = &mut score[doc as usize];
+            // Contributions are never negative, so a doc turns positive at most once: `len`
+            // stays below the docs' count, and `touched` has one spare slot to write into.
             let was_zero = *s == 0.0;
-            *s += factor * w;
-            if was_zero && *s > 0.0 {
-                self.touched.push(doc);
-            }
+            *s += w;
+            touched[len] = doc;
+            len += usize::from(was_zero & (*s > 0.0));
         }
+        self.len = len;
+    }
+
+    /// Adds a list's weights without noting which docs turn positive ([`Scores::collect_touched`]
+    /// does, once, after the last list): for queries that read postings of a good part of
+    /// the catalog.
+    fn add_dense(&mut self, postings: &[(u32, f32)]) {
+        for &(doc, w) in postings {
+            self.score[doc as usize] += w;
+        }
+    }
+
+    /// Notes the docs of `0..docs` with a score, after [`Scores::add_dense`] onto a clean slate.
+    fn collect_touched(&mut self, docs: usize) {
+        debug_assert_eq!(self.len, 0);
+        let mut len = 0;
+        for (doc, &s) in self.score[..docs].iter().enumerate() {
+            self.touched[len] = doc as u32;
+            len += usize::from(s > 0.0);
+        }
+        self.len = len;
+    }
+
+    /// Docs with a score.
+    fn touched(&self) -> &[u32] {
+        &self.touched[..self.len]
     }
 }
 

@@ -168,3 +168,67 @@ fn k_limits_the_page_not_the_total() {
     assert_eq!(idx.search("customer weather papers", None, usize::MAX), (all.clone(), total));
     assert_eq!(idx.search("customer weather papers", None, usize::MAX / 2 + 1), (all, total));
 }
+
+/// A catalog of `n` docs over a small vocabulary (so words repeat across docs, as in real
+/// catalogs), in 12 groups, from a fixed seed.
+fn random_catalog(n: usize, state: &mut u64) -> Vec<SearchDoc> {
+    const WORDS: [&str; 24] = [
+        "weather", "forecast", "city", "customer", "record", "delete", "search", "paper", "invoice", "payment", "refund", "order", "ship", "track",
+        "user", "email", "send", "list", "create", "update", "file", "upload", "report", "daily",
+    ];
+    let mut next = |below: usize| {
+        *state ^= *state << 13;
+        *state ^= *state >> 7;
+        *state ^= *state << 17;
+        (*state % below as u64) as usize
+    };
+    (0..n)
+        .map(|i| {
+            // Skewed: low-numbered words are picked more often.
+            let mut word = || WORDS[next(WORDS.len()).min(next(WORDS.len()))];
+            let name = format!("{}_{}{i}", word(), word());
+            let description: Vec<&str> = (0..3 + i % 9).map(|_| word()).collect();
+            doc(&format!("g{}", i % 12), &name, &description.join(" "))
+        })
+        .collect()
+}
+
+#[test]
+fn dense_and_sparse_scoring_give_the_same_answer_bit_for_bit() {
+    let mut state = 0x9e37_79b9_7f4a_7c15u64;
+    let docs = random_catalog(400, &mut state);
+    let index = NaturalIndex::build(&docs, &NaturalConfig::default());
+    let queries = [
+        "weather",
+        "customer record",
+        "delete the customer invoice payment",
+        "getWeatherForecast for a city",
+        "list daily report upload file send email",
+        "track order ship refund payment invoice user create update",
+        "nothing matches here",
+        "g3__weather_forecast3",
+        "",
+    ];
+    let mut answers = 0;
+    for query in queries {
+        for group in [None, Some("g3"), Some("g7"), Some("absent")] {
+            for k in [0, 1, 3, 10, 500] {
+                // Each way on a thread of its own (a fresh accumulator), so that one way's
+                // leftovers cannot hide the other's misses.
+                let fresh = |dense| std::thread::scope(|s| s.spawn(|| index.search_with(query, group, k, Some(dense))).join().expect("no panic"));
+                let (dense, dense_total) = fresh(true);
+                let (sparse, sparse_total) = fresh(false);
+                let bits = |hits: &[(u32, f32)]| hits.iter().map(|&(d, s)| (d, s.to_bits())).collect::<Vec<_>>();
+                assert_eq!(bits(&dense), bits(&sparse), "{query:?} in {group:?}, k = {k}");
+                assert_eq!(dense_total, sparse_total, "{query:?} in {group:?}, k = {k}");
+                // And on this thread, one query after another, either way.
+                assert_eq!(index.search_with(query, group, k, Some(true)), (dense.clone(), dense_total));
+                assert_eq!(index.search_with(query, group, k, Some(false)), (dense.clone(), dense_total));
+                assert_eq!(index.search(query, group, k), (dense.clone(), dense_total));
+                answers += dense.len();
+            }
+        }
+    }
+    // Most queries matched something: the comparison is not between two empty answers.
+    assert!(answers > 1_000, "{answers}");
+}

@@ -86,6 +86,12 @@ pub(crate) fn for_each_term(text: &str, mut emit: impl FnMut(&str, Uses)) {
     let mut lowered = String::new();
     let mut pieces: Vec<Range<usize>> = Vec::new();
     for run in ascii_alphanumeric_runs(text) {
+        // Without an upper-case letter a run is one piece (a camelCase boundary starts with
+        // one) and already lower-cased: most runs of prose.
+        if !run.bytes().any(|b| b.is_ascii_uppercase()) {
+            emit(run, Uses { token: true, run: true });
+            continue;
+        }
         lowered.clear();
         lowered.push_str(run);
         lowered.make_ascii_lowercase();

@@ -9,6 +9,8 @@ pub mod hybrid;
 pub mod keyword;
 pub mod naive;
 pub mod natural;
+#[cfg(test)]
+mod test_rng;
 pub mod tokenize;
 pub mod top;
 

@@ -292,19 +292,8 @@ impl<'de> Visitor<'de> for Many<'_, '_, 'de> {
 mod tests {
     use super::*;
     use crate::search::fields::schema_fields;
+    use crate::search::test_rng::Rng;
     use serde_json::{Value, json};
-
-    /// xorshift64*: deterministic and dependency-free.
-    struct Rng(u64);
-
-    impl Rng {
-        fn below(&mut self, n: usize) -> usize {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n as u64) as usize
-        }
-    }
 
     const KEYWORDS: &[&str] = &[
         "description",

@@ -4,6 +4,7 @@ use super::*;
 use crate::search::SearchDoc;
 use crate::search::fields::schema_fields;
 use crate::search::naive::naive_search;
+use crate::search::test_rng::Rng;
 use serde_json::json;
 
 fn tool(group: &str, name: &str) -> SearchDoc {
@@ -297,26 +298,6 @@ fn search_top_returns_the_best_k_and_the_total() {
 fn index_is_send_and_sync() {
     fn shareable<T: Send + Sync>() {}
     shareable::<KeywordIndex>();
-}
-
-/// xorshift64*: deterministic and dependency-free.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
-        items[self.below(items.len())]
-    }
 }
 
 const WORDS: &[&str] = &[

@@ -1,6 +1,7 @@
 //! Unit tests of the parent module.
 
 use super::*;
+use crate::search::test_rng::Rng;
 
 fn doc(group: &str, name: &str, description: &str) -> SearchDoc {
     SearchDoc {
@@ -170,22 +171,16 @@ fn k_limits_the_page_not_the_total() {
 }
 
 /// A catalog of `n` docs over a small vocabulary (so words repeat across docs, as in real
-/// catalogs), in 12 groups, from a fixed seed.
-fn random_catalog(n: usize, state: &mut u64) -> Vec<SearchDoc> {
+/// catalogs), in 12 groups.
+fn random_catalog(n: usize, rng: &mut Rng) -> Vec<SearchDoc> {
     const WORDS: [&str; 24] = [
         "weather", "forecast", "city", "customer", "record", "delete", "search", "paper", "invoice", "payment", "refund", "order", "ship", "track",
         "user", "email", "send", "list", "create", "update", "file", "upload", "report", "daily",
     ];
-    let mut next = |below: usize| {
-        *state ^= *state << 13;
-        *state ^= *state >> 7;
-        *state ^= *state << 17;
-        (*state % below as u64) as usize
-    };
     (0..n)
         .map(|i| {
             // Skewed: low-numbered words are picked more often.
-            let mut word = || WORDS[next(WORDS.len()).min(next(WORDS.len()))];
+            let mut word = || WORDS[rng.below(WORDS.len()).min(rng.below(WORDS.len()))];
             let name = format!("{}_{}{i}", word(), word());
             let description: Vec<&str> = (0..3 + i % 9).map(|_| word()).collect();
             doc(&format!("g{}", i % 12), &name, &description.join(" "))
@@ -195,8 +190,7 @@ fn random_catalog(n: usize, state: &mut u64) -> Vec<SearchDoc> {
 
 #[test]
 fn dense_and_sparse_scoring_give_the_same_answer_bit_for_bit() {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    let docs = random_catalog(400, &mut state);
+    let docs = random_catalog(400, &mut Rng(0x9e37_79b9_7f4a_7c15));
     let index = NaturalIndex::build(&docs, &NaturalConfig::default());
     let queries = [
         "weather",

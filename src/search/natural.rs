@@ -450,9 +450,7 @@ impl NaturalIndex {
                 acc.add_all(list);
             }
         }
-        for &doc in &acc.touched[..acc.len] {
-            acc.score[doc as usize] += acc.group_scores[self.group_of[doc as usize] as usize];
-        }
+        acc.add_group_priors(&self.group_of);
         self.feedback(acc, &terms, &allowed);
 
         let exact = self.exact.get(&query.trim().to_lowercase()).map_or(&[][..], Vec::as_slice);
@@ -608,6 +606,13 @@ impl Scores {
             len += usize::from(s > 0.0);
         }
         self.len = len;
+    }
+
+    /// Adds to each doc with a score its group's prior score.
+    fn add_group_priors(&mut self, group_of: &[u32]) {
+        for &doc in &self.touched[..self.len] {
+            self.score[doc as usize] += self.group_scores[group_of[doc as usize] as usize];
+        }
     }
 
     /// Docs with a score.

@@ -21,7 +21,7 @@ use crate::search::natural::{NaturalConfig, NaturalIndex};
 use crate::search::{DocText, SearchDoc, fields};
 
 mod reuse;
-use reuse::{prepare_all, reused_schemas, unchanged_docs};
+use reuse::{distinct_fresh, prepare_all, reused_schemas, unchanged_docs};
 
 /// Randomly seeded per process: schema texts come from tenants and upstream servers.
 type RandomState = foldhash::fast::RandomState;
@@ -239,6 +239,74 @@ fn kept(source: &ToolSource, decl: &ToolDeclaration) -> bool {
     }
 }
 
+/// Declaration `decl` of source `source` (number `si`, in `group`, listed at preparation or
+/// declared) as a tool, or why it is skipped. `schema` is its prepared input schema.
+fn draft(
+    source: &ToolSource,
+    si: usize,
+    group: Option<&str>,
+    from_listing: bool,
+    decl: &ToolDeclaration,
+    schema: Result<Arc<Schema>, String>,
+    bytes: &Arc<AtomicUsize>,
+) -> Result<PreparedTool, String> {
+    // Listed tools were not validated at create time: check them here.
+    if from_listing && let Some(problem) = tool_name_problem(&decl.name) {
+        return Err(problem.to_string());
+    }
+    let schema = schema.map_err(|e| format!("input schema {e}"))?;
+    let output = if decl.output_schema.trim().is_empty() {
+        None
+    } else {
+        schema::parse(&decl.output_schema).ok().map(|v| schema::compact(&decl.output_schema, &v))
+    };
+    let cfg = source.tool_configs.get(&decl.name);
+    let star = source.tool_configs.get("*");
+    let pin = cfg.map(|c| c.pin).unwrap_or(false) || star.map(|c| c.pin).unwrap_or(false);
+    let mut search_text = String::new();
+    for c in [star, cfg].into_iter().flatten() {
+        if !c.additional_search_text.is_empty() {
+            if !search_text.is_empty() {
+                search_text.push(' ');
+            }
+            search_text.push_str(&c.additional_search_text);
+        }
+    }
+    let (mut approval, mut idempotent, mut codeact) = (decl.requires_approval, decl.idempotent, decl.codeact_callable);
+    let mut timeout = decl.timeout;
+    match &source.kind {
+        SourceKind::Mcp(m) => {
+            approval |= matches_list(&m.approval_required, &decl.name);
+            idempotent |= matches_list(&m.idempotent_tools, &decl.name);
+            codeact |= matches_list(&m.codeact_callable, &decl.name);
+            timeout = timeout.or(m.timeout);
+        }
+        SourceKind::Function(f) => timeout = timeout.or(f.timeout),
+        SourceKind::Client(_) => {}
+    }
+    Ok(PreparedTool {
+        group: group.map(str::to_string),
+        local: decl.name.clone(),
+        name: match group {
+            Some(g) => canonical_name(g, &decl.name),
+            None => decl.name.clone(),
+        },
+        description: decl.description.clone(),
+        schema,
+        output_schema_json: output,
+        source: si,
+        kind: source.kind.kind(),
+        requires_approval: approval,
+        idempotent,
+        codeact_callable: codeact,
+        timeout,
+        // Only grouped tools are pinned; the serial pass may unpin a listed one.
+        pin: pin && group.is_some(),
+        additional_search_text: search_text,
+        bytes: bytes.clone(),
+    })
+}
+
 fn matches_list(list: &[String], tool: &str) -> bool {
     list.iter().any(|n| n == "*" || n == tool)
 }
@@ -256,34 +324,24 @@ impl Catalog {
         // Each kept declaration's schema, in declaration order: its predecessor's when the same
         // source and tool declare the same text again, else one of the distinct new texts, each
         // parsed and compacted once, up front on several threads (most of a compile).
+        let mut source_of: Vec<usize> = Vec::new();
         let decls: Vec<(&str, &ToolDeclaration)> = def
             .sources
             .iter()
-            .flat_map(|source| {
+            .enumerate()
+            .flat_map(|(si, source)| {
                 let decls = listed.get(&source.id).map(|v| v.as_slice()).unwrap_or(source.kind.declared_tools());
-                decls.iter().filter(|decl| kept(source, decl)).map(|decl| (source.id.as_str(), decl))
+                decls.iter().filter(|decl| kept(source, decl)).map(move |decl| (si, source.id.as_str(), decl))
+            })
+            .map(|(si, id, decl)| {
+                source_of.push(si);
+                (id, decl)
             })
             .collect();
         let reused = previous.map(|p| reused_schemas(p, &decls)).unwrap_or_default();
-        let mut slots: Vec<Result<Arc<Schema>, usize>> = Vec::with_capacity(decls.len());
-        let mut fresh: Vec<&str> = Vec::new();
-        // Sized up front: growing would hash every schema text again.
-        let mut fresh_at: HashMap<&str, usize, RandomState> =
-            HashMap::with_capacity_and_hasher(decls.len() - reused.iter().flatten().count(), RandomState::default());
-        for (i, (_, decl)) in decls.iter().enumerate() {
-            let text = decl.input_schema.as_str();
-            slots.push(match reused.get(i).copied().flatten() {
-                Some(schema) => Ok(schema.clone()),
-                None => Err(*fresh_at.entry(text).or_insert_with(|| {
-                    fresh.push(text);
-                    fresh.len() - 1
-                })),
-            });
-        }
-        drop((reused, decls));
+        let (slots, fresh) = distinct_fresh(&decls, &reused);
+        drop(reused);
         let prepared: Vec<Result<Arc<Schema>, String>> = prepare_all(&fresh).into_iter().map(|p| p.map(Arc::new)).collect();
-        let declared = slots.len();
-        let mut slots = slots.into_iter().map(|slot| slot.or_else(|at| prepared[at].clone()));
         let control = def.control.resolve();
         let mut group_of: HashMap<&str, &str> = HashMap::new();
         for (g, group) in &def.groups {
@@ -291,10 +349,22 @@ impl Catalog {
                 group_of.insert(id.as_str(), g.as_str());
             }
         }
-        let mut diagnostics = Vec::new();
+        let group_names: Vec<Option<&str>> = def.sources.iter().map(|s| group_of.get(s.id.as_str()).copied()).collect();
         let bytes = Arc::new(AtomicUsize::new(0));
-        let mut sources = Vec::with_capacity(def.sources.len());
-        let mut tools: Vec<PreparedTool> = Vec::with_capacity(declared);
+        let mut diagnostics = Vec::new();
+        let sources: Vec<PreparedSource> = def
+            .sources
+            .iter()
+            .zip(&group_names)
+            .map(|(source, group)| PreparedSource {
+                id: source.id.clone(),
+                instructions: source.instructions.clone(),
+                // Its tools are the prepared ones: the declarations are not kept twice.
+                kind: source.kind.without_tools(),
+                group: group.map(str::to_string),
+            })
+            .collect();
+        let mut tools: Vec<PreparedTool> = Vec::with_capacity(decls.len());
         // Names taken so far, borrowed from the definition: (group, local name) stands for the
         // canonical name, which is injective (group names cannot contain `__`).
         let mut seen_grouped: HashSet<(&str, &str), RandomState> = HashSet::default();
@@ -304,114 +374,49 @@ impl Catalog {
         // source is listed: a pass over every tool).
         let any_listed = def.sources.iter().any(|s| listed.contains_key(&s.id));
         let mut exposed = if any_listed { declared_exposed_names(def, listed, &group_of, &control) } else { HashSet::new() };
-        for (si, source) in def.sources.iter().enumerate() {
-            let group_name = group_of.get(source.id.as_str()).copied();
-            let group = group_name.map(str::to_string);
-            sources.push(PreparedSource {
-                id: source.id.clone(),
-                instructions: source.instructions.clone(),
-                // Its tools are the prepared ones: the declarations are not kept twice.
-                kind: source.kind.without_tools(),
-                group: group.clone(),
-            });
-            let from_listing = listed.get(&source.id);
-            let decls = from_listing.map(|v| v.as_slice()).unwrap_or(source.kind.declared_tools());
-            for decl in decls.iter().filter(|decl| kept(source, decl)) {
-                let schema = slots.next().expect("a schema slot per kept declaration");
-                // Listed tools were not validated at create time: check them here.
-                if from_listing.is_some()
-                    && let Some(p) = tool_name_problem(&decl.name)
-                {
-                    diagnostics.push(format!("source {:?}: tool {:?} skipped: {p}", source.id, decl.name));
+        for ((&si, &(source_id, decl)), slot) in source_of.iter().zip(&decls).zip(slots) {
+            let source = &def.sources[si];
+            let schema = slot.or_else(|at| prepared[at].clone());
+            let from_listing = listed.contains_key(source_id);
+            // All but the choices that depend on the tools before it (names taken, exposed).
+            let mut tool = match draft(source, si, group_names[si], from_listing, decl, schema, &bytes) {
+                Ok(tool) => tool,
+                Err(skipped) => {
+                    diagnostics.push(format!("source {source_id:?}: tool {:?} skipped: {skipped}", decl.name));
                     continue;
                 }
-                let input_schema = match schema {
-                    Ok(schema) => schema,
-                    Err(e) => {
-                        diagnostics.push(format!("source {:?}: tool {:?} skipped: input schema {e}", source.id, decl.name));
-                        continue;
-                    }
-                };
-                let output = if decl.output_schema.trim().is_empty() {
-                    None
-                } else {
-                    schema::parse(&decl.output_schema).ok().map(|v| schema::compact(&decl.output_schema, &v))
-                };
-                let name = match &group {
-                    Some(g) => canonical_name(g, &decl.name),
-                    None => decl.name.clone(),
-                };
-                let fresh = match group_name {
-                    Some(g) => seen_grouped.insert((g, decl.name.as_str())),
-                    None => seen_direct.insert(decl.name.as_str()),
-                };
-                if !fresh {
-                    diagnostics.push(match &group {
-                        Some(g) => format!("source {:?}: tool {:?} skipped: local name already used in group {g:?}", source.id, decl.name),
-                        None => format!("source {:?}: tool {:?} skipped: direct name already used", source.id, decl.name),
-                    });
-                    continue;
-                }
-                let cfg = source.tool_configs.get(&decl.name);
-                let star = source.tool_configs.get("*");
-                let mut pin = cfg.map(|c| c.pin).unwrap_or(false) || star.map(|c| c.pin).unwrap_or(false);
-                if from_listing.is_some() {
-                    let taken = exposed.contains(&name);
-                    if group.is_none() && taken {
-                        diagnostics.push(format!("source {:?}: tool {:?} skipped: its name is already exposed to the model", source.id, decl.name));
-                        continue;
-                    }
-                    if group.is_some() && pin && (taken || name.len() > MAX_EXPOSED_NAME) {
-                        diagnostics.push(format!(
-                            "source {:?}: tool {:?} not pinned: its canonical name {name:?} is already exposed or longer than {MAX_EXPOSED_NAME} characters",
-                            source.id, decl.name
-                        ));
-                        pin = false;
-                    }
-                    if group.is_none() || pin {
-                        exposed.insert(name.clone());
-                    }
-                }
-                let mut search_text = String::new();
-                for c in [star, cfg].into_iter().flatten() {
-                    if !c.additional_search_text.is_empty() {
-                        if !search_text.is_empty() {
-                            search_text.push(' ');
-                        }
-                        search_text.push_str(&c.additional_search_text);
-                    }
-                }
-                let (mut approval, mut idempotent, mut codeact) = (decl.requires_approval, decl.idempotent, decl.codeact_callable);
-                let mut timeout = decl.timeout;
-                match &source.kind {
-                    SourceKind::Mcp(m) => {
-                        approval |= matches_list(&m.approval_required, &decl.name);
-                        idempotent |= matches_list(&m.idempotent_tools, &decl.name);
-                        codeact |= matches_list(&m.codeact_callable, &decl.name);
-                        timeout = timeout.or(m.timeout);
-                    }
-                    SourceKind::Function(f) => timeout = timeout.or(f.timeout),
-                    SourceKind::Client(_) => {}
-                }
-                tools.push(PreparedTool {
-                    group: group.clone(),
-                    local: decl.name.clone(),
-                    name,
-                    description: decl.description.clone(),
-                    schema: input_schema,
-                    output_schema_json: output,
-                    source: si,
-                    kind: source.kind.kind(),
-                    requires_approval: approval,
-                    idempotent,
-                    codeact_callable: codeact,
-                    timeout,
-                    pin: pin && group.is_some(),
-                    additional_search_text: search_text,
-                    bytes: bytes.clone(),
+            };
+            let fresh = match group_names[si] {
+                Some(g) => seen_grouped.insert((g, decl.name.as_str())),
+                None => seen_direct.insert(decl.name.as_str()),
+            };
+            if !fresh {
+                diagnostics.push(match &tool.group {
+                    Some(g) => format!("source {source_id:?}: tool {:?} skipped: local name already used in group {g:?}", decl.name),
+                    None => format!("source {source_id:?}: tool {:?} skipped: direct name already used", decl.name),
                 });
+                continue;
             }
+            if from_listing {
+                let taken = exposed.contains(&tool.name);
+                if tool.group.is_none() && taken {
+                    diagnostics.push(format!("source {source_id:?}: tool {:?} skipped: its name is already exposed to the model", decl.name));
+                    continue;
+                }
+                if tool.group.is_some() && tool.pin && (taken || tool.name.len() > MAX_EXPOSED_NAME) {
+                    diagnostics.push(format!(
+                        "source {source_id:?}: tool {:?} not pinned: its canonical name {:?} is already exposed or longer than {MAX_EXPOSED_NAME} characters",
+                        decl.name, tool.name
+                    ));
+                    tool.pin = false;
+                }
+                if tool.group.is_none() || tool.pin {
+                    exposed.insert(tool.name.clone());
+                }
+            }
+            tools.push(tool);
         }
+        drop((decls, prepared));
 
         let mut grouped = Vec::new();
         let mut direct = Vec::new();
@@ -441,13 +446,16 @@ impl Catalog {
             (Some(previous), Some((_, true))) if previous.grouped == grouped => Some(previous),
             _ => None,
         };
+        let docs: Vec<DocText> = grouped.iter().map(|&t| tools[t as usize].search_text()).collect();
+        let index = match (previous, unchanged) {
+            (Some(previous), Some((was, same_names))) => KeywordIndex::update(&docs, &previous.index, &was, same_names),
+            _ => KeywordIndex::build(&docs),
+        };
+        drop(docs);
         let grouped_by_name = match same_order {
             Some(previous) => previous.grouped_by_name.clone(),
-            None => {
-                let mut by_name = grouped.clone();
-                by_name.sort_unstable_by(|&a, &b| tools[a as usize].name.cmp(&tools[b as usize].name));
-                by_name
-            }
+            // The index sorted its documents (the grouped tools, in order) by canonical name.
+            None => index.by_canonical().iter().map(|&doc| grouped[doc as usize]).collect(),
         };
         let mut groups: Vec<GroupInfo> =
             def.groups.iter().map(|(name, g)| GroupInfo { name: name.clone(), description: g.description.clone(), tools: Vec::new() }).collect();
@@ -467,12 +475,6 @@ impl Catalog {
                 }
             }
         }
-        let docs: Vec<DocText> = grouped.iter().map(|&t| tools[t as usize].search_text()).collect();
-        let index = match (previous, unchanged) {
-            (Some(previous), Some((was, same_names))) => KeywordIndex::update(&docs, &previous.index, &was, same_names),
-            _ => KeywordIndex::build(&docs),
-        };
-        drop(docs);
         let catalog = Catalog {
             control,
             instructions: def.instructions.clone(),
@@ -661,4 +663,46 @@ fn declared_exposed_names(
         }
     }
     names
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `tools` tools in three groups, declared in an order unlike their canonical names' (some
+    /// names prefixes of others, upper and lower case), plus a direct source.
+    fn definition(tools: usize) -> AgentDefinition {
+        let mut def = AgentDefinition::default();
+        for (g, group) in ["zeta", "alpha", "Mid"].iter().enumerate() {
+            let id = format!("src-{group}");
+            def.groups.insert(group.to_string(), ToolGroup { description: String::new(), source_ids: vec![id.clone()] });
+            let decls = (0..tools / 3)
+                .map(|i| ToolDeclaration { name: format!("{}_{}", ["get", "Get", "get_x"][(i + g) % 3], (i * 7919) % tools), ..Default::default() })
+                .collect();
+            def.sources.push(ToolSource { id, kind: SourceKind::Client(ClientSource { tools: decls }), ..Default::default() });
+        }
+        let direct = vec![ToolDeclaration { name: "direct_one".into(), ..Default::default() }];
+        def.sources.push(ToolSource { id: "direct".into(), kind: SourceKind::Client(ClientSource { tools: direct }), ..Default::default() });
+        def
+    }
+
+    #[test]
+    fn grouped_tools_are_ordered_by_canonical_name_and_found_by_it() {
+        // Below and above the size from which the index builds its name tables on a thread.
+        for tools in [30, 3 * 4096] {
+            let catalog = Catalog::compile(&definition(tools), &Default::default());
+            assert_eq!(catalog.grouped.len(), tools, "every grouped tool kept: {:?}", catalog.diagnostics.first());
+            let names: Vec<&str> = catalog.grouped_by_name.iter().map(|&t| catalog.tool(t).name.as_str()).collect();
+            assert!(names.windows(2).all(|w| w[0] < w[1]), "canonical byte order");
+            for &t in &catalog.grouped {
+                assert_eq!(catalog.by_canonical(&catalog.tool(t).name), Some(t));
+            }
+            for group in &catalog.groups {
+                let members: Vec<&str> = group.tools.iter().map(|&t| catalog.tool(t).name.as_str()).collect();
+                assert_eq!(members.len(), tools / 3);
+                assert!(members.iter().all(|n| n.starts_with(&format!("{}__", group.name))) && members.is_sorted());
+            }
+            assert_eq!(catalog.direct_tool("direct_one").map(|t| catalog.tool(t).name.as_str()), Some("direct_one"));
+        }
+    }
 }

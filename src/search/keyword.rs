@@ -137,7 +137,19 @@ impl KeywordIndex {
         // every query keyword another vocabulary lookup (measured: two segments, one per
         // thread, raised keyword p99 by 40%).
         u32::try_from(docs.len()).ok().filter(|&n| n < GONE).expect("fewer than 2^32 - 1 documents");
-        Self::assemble(docs, vec![Part { segment: Arc::new(Segment::build(docs.len(), |d| docs[d as usize].text())), docs: PartDocs::Run(0) }])
+        let segment = || Segment::build(docs.len(), |d| docs[d as usize].text());
+        // The name tables need only the names: built beside the segment (a tenth of a large
+        // build, else serial at its end).
+        let (segment, names) = if docs.len() < NAMES_BESIDE_FROM {
+            (segment(), Names::of(docs))
+        } else {
+            std::thread::scope(|scope| {
+                let names = scope.spawn(|| Names::of(docs));
+                let segment = segment();
+                (segment, names.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic)))
+            })
+        };
+        KeywordIndex { parts: vec![Part { segment: Arc::new(segment), docs: PartDocs::Run(0) }], names: Arc::new(names) }
     }
 
     /// [`KeywordIndex::build`] for a new version of `previous`'s catalog: `was[d]` is the
@@ -216,10 +228,15 @@ impl KeywordIndex {
     }
 }
 
+/// From this many documents, [`KeywordIndex::build`] builds the name tables on a thread of
+/// their own.
+const NAMES_BESIDE_FROM: usize = 4096;
+
 impl Names {
     fn of(docs: &[impl Searchable]) -> Names {
         let count = u32::try_from(docs.len()).expect("fewer than 2^32 documents");
-        let mut exact: Map<Box<str>, Vec<u32>> = Map::default();
+        // A local and a canonical name per document, mostly distinct: sized once.
+        let mut exact: Map<Box<str>, Vec<u32>> = Map::with_capacity_and_hasher(2 * docs.len(), Default::default());
         let mut groups = Map::default();
         let mut doc_group = Vec::with_capacity(docs.len());
         for (id, doc) in (0..count).zip(docs) {
@@ -257,6 +274,11 @@ impl KeywordIndex {
     /// lower-cased, ascending.
     pub fn exact_docs(&self, query: &str) -> &[u32] {
         self.names.exact.get(normalize_exact(query).as_str()).map_or(&[][..], Vec::as_slice)
+    }
+
+    /// Every document, in canonical-name bytewise order (ties by document id).
+    pub fn by_canonical(&self) -> &[u32] {
+        &self.names.by_canonical
     }
 
     /// Number of indexed documents.

@@ -321,23 +321,18 @@ impl Catalog {
     /// [`Catalog::compile`], reusing what `previous` (an earlier version of the same agent)
     /// already prepared for tools declared the same way.
     pub fn compile_from(def: &AgentDefinition, listed: &BTreeMap<String, Vec<ToolDeclaration>>, previous: Option<&Catalog>) -> Catalog {
+        // Kept declarations in order, and the number of each one's source.
+        let (mut decls, mut source_of): (Vec<(&str, &ToolDeclaration)>, Vec<usize>) = (Vec::new(), Vec::new());
+        for (si, source) in def.sources.iter().enumerate() {
+            let declared = listed.get(&source.id).map(|v| v.as_slice()).unwrap_or(source.kind.declared_tools());
+            for decl in declared.iter().filter(|decl| kept(source, decl)) {
+                decls.push((source.id.as_str(), decl));
+                source_of.push(si);
+            }
+        }
         // Each kept declaration's schema, in declaration order: its predecessor's when the same
         // source and tool declare the same text again, else one of the distinct new texts, each
         // parsed and compacted once, up front on several threads (most of a compile).
-        let mut source_of: Vec<usize> = Vec::new();
-        let decls: Vec<(&str, &ToolDeclaration)> = def
-            .sources
-            .iter()
-            .enumerate()
-            .flat_map(|(si, source)| {
-                let decls = listed.get(&source.id).map(|v| v.as_slice()).unwrap_or(source.kind.declared_tools());
-                decls.iter().filter(|decl| kept(source, decl)).map(move |decl| (si, source.id.as_str(), decl))
-            })
-            .map(|(si, id, decl)| {
-                source_of.push(si);
-                (id, decl)
-            })
-            .collect();
         let reused = previous.map(|p| reused_schemas(p, &decls)).unwrap_or_default();
         let (slots, fresh) = distinct_fresh(&decls, &reused);
         drop(reused);
@@ -349,7 +344,9 @@ impl Catalog {
                 group_of.insert(id.as_str(), g.as_str());
             }
         }
+        // Per source: its group, and whether its tools were listed at preparation.
         let group_names: Vec<Option<&str>> = def.sources.iter().map(|s| group_of.get(s.id.as_str()).copied()).collect();
+        let from_listing: Vec<bool> = def.sources.iter().map(|s| listed.contains_key(&s.id)).collect();
         let bytes = Arc::new(AtomicUsize::new(0));
         let mut diagnostics = Vec::new();
         let sources: Vec<PreparedSource> = def
@@ -372,14 +369,12 @@ impl Catalog {
         // Exposed names (SPEC §3) validation checked for declared tools; listed tools must
         // not take one of them, nor one another listed tool took first (gathered only when a
         // source is listed: a pass over every tool).
-        let any_listed = def.sources.iter().any(|s| listed.contains_key(&s.id));
-        let mut exposed = if any_listed { declared_exposed_names(def, listed, &group_of, &control) } else { HashSet::new() };
+        let mut exposed = if from_listing.contains(&true) { declared_exposed_names(def, listed, &group_of, &control) } else { HashSet::new() };
         for ((&si, &(source_id, decl)), slot) in source_of.iter().zip(&decls).zip(slots) {
             let source = &def.sources[si];
             let schema = slot.or_else(|at| prepared[at].clone());
-            let from_listing = listed.contains_key(source_id);
             // All but the choices that depend on the tools before it (names taken, exposed).
-            let mut tool = match draft(source, si, group_names[si], from_listing, decl, schema, &bytes) {
+            let mut tool = match draft(source, si, group_names[si], from_listing[si], decl, schema, &bytes) {
                 Ok(tool) => tool,
                 Err(skipped) => {
                     diagnostics.push(format!("source {source_id:?}: tool {:?} skipped: {skipped}", decl.name));
@@ -397,7 +392,7 @@ impl Catalog {
                 });
                 continue;
             }
-            if from_listing {
+            if from_listing[si] {
                 let taken = exposed.contains(&tool.name);
                 if tool.group.is_none() && taken {
                     diagnostics.push(format!("source {source_id:?}: tool {:?} skipped: its name is already exposed to the model", decl.name));

@@ -31,7 +31,7 @@ use super::{Hit, Searchable, with_scratch};
 mod score;
 mod segment;
 use score::{Tallies, set_bits};
-use segment::{FIELD_BITS, NO_BITMAP, Postings, Segment, intern};
+use segment::{FIELD_BITS, NO_BITMAP, PARALLEL_FROM_DOCS, Postings, Segment, intern};
 
 const FIELDS: usize = 6;
 
@@ -138,9 +138,9 @@ impl KeywordIndex {
         // thread, raised keyword p99 by 40%).
         u32::try_from(docs.len()).ok().filter(|&n| n < GONE).expect("fewer than 2^32 - 1 documents");
         let segment = || Segment::build(docs.len(), |d| docs[d as usize].text());
-        // The name tables need only the names: built beside the segment (a tenth of a large
-        // build, else serial at its end).
-        let (segment, names) = if docs.len() < NAMES_BESIDE_FROM {
+        // The name tables need only the names: when the segment is built on several threads,
+        // they are built beside it rather than serially after it.
+        let (segment, names) = if docs.len() < PARALLEL_FROM_DOCS {
             (segment(), Names::of(docs))
         } else {
             std::thread::scope(|scope| {
@@ -227,10 +227,6 @@ impl KeywordIndex {
         KeywordIndex { parts, names: Arc::new(Names::of(docs)) }
     }
 }
-
-/// From this many documents, [`KeywordIndex::build`] builds the name tables on a thread of
-/// their own.
-const NAMES_BESIDE_FROM: usize = 4096;
 
 impl Names {
     fn of(docs: &[impl Searchable]) -> Names {

@@ -365,7 +365,7 @@ impl Segment {
 }
 
 /// Fewer documents than this are indexed on one thread.
-const PARALLEL_FROM_DOCS: usize = 4096;
+pub(super) const PARALLEL_FROM_DOCS: usize = 4096;
 
 /// What one thread indexes of a run of documents: its terms and chars numbered in order of
 /// first appearance in the run, their occurrences, and its terms used as runs.

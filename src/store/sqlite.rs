@@ -628,6 +628,7 @@ impl SqliteStore {
     async fn queue_call<T>(&self, write: impl FnOnce(oneshot::Sender<Result<T, StoreError>>) -> CallWrite) -> Result<T, StoreError> {
         let (reply, mut answer) = oneshot::channel();
         lock_pending(&self.db.pending).push(write(reply));
+        tokio::task::yield_now().await;
         self.db.write_pending_calls();
         tokio::select! {
             biased;

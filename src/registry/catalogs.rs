@@ -86,7 +86,9 @@ pub struct CatalogCache {
     capacity: usize,
     entries: Mutex<HashMap<CatalogKey, Arc<Slot>>>,
     clock: AtomicU64,
-    checked: Mutex<Instant>,
+    started: Instant,
+    /// When (ms after `started`) a lookup checks the cache's bytes next.
+    next_check: AtomicU64,
     compiles: Semaphore,
 }
 
@@ -96,7 +98,8 @@ impl CatalogCache {
             capacity: capacity.max(1),
             entries: Mutex::new(HashMap::new()),
             clock: AtomicU64::new(0),
-            checked: Mutex::new(Instant::now()),
+            started: Instant::now(),
+            next_check: AtomicU64::new(RECHECK.as_millis() as u64),
             compiles: Semaphore::new(COMPILES),
         }
     }
@@ -109,21 +112,22 @@ impl CatalogCache {
     pub fn slot(&self, key: &CatalogKey) -> Arc<Slot> {
         let slot = {
             let mut entries = self.lock();
-            if entries.get(key).is_some_and(|s| s.is_expired()) {
-                entries.remove(key);
+            match entries.get(key) {
+                // Found without copying the key: this runs once per call.
+                Some(s) if !s.is_expired() => s.clone(),
+                _ => {
+                    let s = Arc::<Slot>::default();
+                    entries.insert(key.clone(), s.clone());
+                    s
+                }
             }
-            entries.entry(key.clone()).or_default().clone()
         };
         slot.last_use.store(self.clock.fetch_add(1, Ordering::Relaxed), Ordering::Relaxed);
-        let due = {
-            let mut checked = self.checked.lock().unwrap_or_else(|e| e.into_inner());
-            let due = checked.elapsed() >= RECHECK;
-            if due {
-                *checked = Instant::now();
-            }
-            due
-        };
-        if due {
+        // One lookup in each RECHECK period checks the cache's bytes; the others read one
+        // shared value.
+        let now = self.started.elapsed().as_millis() as u64;
+        let next = self.next_check.load(Ordering::Relaxed);
+        if now >= next && self.next_check.compare_exchange(next, now + RECHECK.as_millis() as u64, Ordering::Relaxed, Ordering::Relaxed).is_ok() {
             self.make_room(None);
         }
         slot

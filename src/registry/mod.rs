@@ -354,15 +354,24 @@ impl Registry {
     async fn catalog_keyed(&self, tenant: &str, agent_id: &str, version: u32, run_key: u64, run: Option<&RunContext>) -> Result<Arc<Catalog>> {
         let key = CatalogKey { tenant: tenant.into(), agent_id: agent_id.into(), version, run_key };
         let slot = self.catalogs.slot(&key);
+        let mut compiled = false;
         let result = slot
             .cell
             // Boxed: preparing is rare, and its future would otherwise sit inside every call's.
-            .get_or_try_init(|| Box::pin(self.prepare(&key, &slot, run)))
+            .get_or_try_init(|| {
+                compiled = true;
+                Box::pin(self.prepare(&key, &slot, run))
+            })
             .await
             .cloned();
         match &result {
             Ok(c) => {
-                self.catalogs.settle(&key);
+                // The compile that filled the slot charges its bytes (reserved until now); a
+                // lookup of a cached catalog leaves the cache alone (checking it walks every
+                // entry), catalogs that grow since are seen by the periodic check.
+                if compiled {
+                    self.catalogs.settle(&key);
+                }
                 if let Some(e) = &self.embeddings {
                     e.ensure(c);
                 }

@@ -201,6 +201,16 @@ pub fn init(cfg: &TelemetryConfig) -> anyhow::Result<Telemetry> {
     Ok(Telemetry { provider, exporting })
 }
 
+/// `fut` inside `span`; as it is when no subscriber takes the span: entering and leaving a
+/// disabled span on every poll still costs a few checks, on each call's hot path.
+pub fn in_span<F: Future>(fut: F, span: &tracing::Span) -> futures::future::Either<tracing::instrument::Instrumented<F>, F> {
+    use tracing::Instrument;
+    match span.is_disabled() {
+        true => futures::future::Either::Right(fut),
+        false => futures::future::Either::Left(fut.instrument(span.clone())),
+    }
+}
+
 // ----- trace context -----
 
 /// The W3C trace context of incoming request headers (`traceparent`, `tracestate`).
@@ -250,6 +260,9 @@ pub fn execute_tool_span(
         toolrouter.source.id = %source_id,
         "error.type" = Empty,
     );
+    if span.is_disabled() {
+        return span;
+    }
     if !call_id.is_empty() {
         span.record("gen_ai.tool.call.id", call_id);
     }
@@ -262,6 +275,9 @@ pub fn execute_tool_span(
 /// Marks the span failed with `error.type`: toolrouter's fault code, or `tool_error` when the
 /// tool itself answered with an error.
 pub fn record_tool_error(span: &tracing::Span, error_type: &str) {
+    if span.is_disabled() {
+        return;
+    }
     span.record("error.type", error_type);
     span.record("otel.status_code", "error");
 }

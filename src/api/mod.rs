@@ -48,6 +48,30 @@ pub fn add_services<L>(server: GrpcRouter<L>, parts: Parts) -> anyhow::Result<Gr
         .add_service(pb::router_server::RouterServer::new(router).max_decoding_message_size(max)))
 }
 
+/// Every RPC path the gRPC server answers (`/pkg.Service/Method`): toolrouter's services,
+/// health and reflection, read from their compiled descriptors.
+pub fn rpc_paths() -> anyhow::Result<Vec<String>> {
+    use prost::Message;
+    let sets = [
+        pb::FILE_DESCRIPTOR_SET,
+        tonic_health::pb::FILE_DESCRIPTOR_SET,
+        tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET,
+        tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+    ];
+    let mut paths = Vec::new();
+    for set in sets {
+        for file in prost_types::FileDescriptorSet::decode(set)?.file {
+            let package = file.package.unwrap_or_default();
+            for service in &file.service {
+                for method in &service.method {
+                    paths.push(format!("/{package}.{}/{}", service.name(), method.name()));
+                }
+            }
+        }
+    }
+    Ok(paths)
+}
+
 /// `google/rpc/error_details.proto` and `google/rpc/status.proto` for reflection, so that
 /// `grpcurl describe google.rpc.BadRequest` works and grpcurl prints the details every refusal
 /// carries. The descriptors are the ones tonic-types ships (compiled from googleapis, Apache-2.0)
@@ -80,5 +104,22 @@ pub async fn set_health(health: &HealthReporter, serving: bool) {
         health.set_not_serving::<pb::agent_registry_server::AgentRegistryServer<RegistryService>>().await;
         health.set_not_serving::<pb::discovery_server::DiscoveryServer<DiscoveryService>>().await;
         health.set_not_serving::<pb::router_server::RouterServer<RouterService>>().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn rpc_paths_name_every_service_the_server_answers() {
+        let paths = super::rpc_paths().expect("descriptors decode");
+        for path in [
+            "/toolrouter.v1.Router/HandleToolCall",
+            "/toolrouter.v1.AgentRegistry/CreateAgentVersion",
+            "/grpc.health.v1.Health/Check",
+            "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+            "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+        ] {
+            assert!(paths.iter().any(|p| p == path), "{path} missing from {paths:?}");
+        }
     }
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use tracing::Instrument;
 
 use super::execute::Invocation;
 use super::once::RunToEnd;
@@ -200,7 +199,7 @@ impl Router {
             }
             this.complete_resolution(tenant, id, resolution, record, target, arguments).await.map(Ok)
         };
-        match RunToEnd::new(work.instrument(tracing::Span::current())).await? {
+        match RunToEnd::new(crate::telemetry::in_span(work, &tracing::Span::current())).await? {
             Ok(result) => Ok(done(result)),
             Err(row) => self.await_resolution(tenant, id, row, &resolution_text).await.map(done),
         }

@@ -5,7 +5,6 @@
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use tracing::Instrument;
 
 use super::Router;
 use crate::call::{ModelFault, Reply, RunContext, ToolResult, Unavailable};
@@ -41,7 +40,7 @@ impl Router {
             inv.arguments_json,
             crate::telemetry::trace_arguments(),
         );
-        let reply = self.execute_on_source(inv).instrument(span.clone()).await;
+        let reply = crate::telemetry::in_span(self.execute_on_source(inv), &span).await;
         match &reply {
             // The tool ran and failed: its own error, not one toolrouter found.
             Reply::Fault(ModelFault::ExecutorStatus { .. } | ModelFault::ToolError { .. }) => {

@@ -13,10 +13,13 @@
 //! - `toolrouter_deferred_pending`
 //! - `toolrouter_store_duration_seconds{op}`
 
+use std::cell::RefCell;
+use std::collections::HashMap;
 use std::sync::OnceLock;
+use std::thread::LocalKey;
 use std::time::{Duration, Instant};
 
-use metrics::{counter, gauge, histogram};
+use metrics::{Counter, Histogram, counter, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::sync::watch;
 
@@ -77,22 +80,49 @@ fn describe() {
     describe_histogram!(STORE_DURATION, Unit::Seconds, "Store operation duration, by operation");
 }
 
-pub fn grpc_request(method: &str, code: &'static str, elapsed: Duration) {
-    counter!(GRPC_REQUESTS, "method" => method.to_string(), "code" => code).increment(1);
-    histogram!(GRPC_DURATION, "method" => method.to_string()).record(elapsed);
+/// A series: its name and label values.
+type Key = (&'static str, &'static str, &'static str);
+
+thread_local! {
+    static COUNTERS: RefCell<HashMap<Key, Counter>> = Default::default();
+    static HISTOGRAMS: RefCell<HashMap<Key, Histogram>> = Default::default();
+}
+
+/// Uses the handle of a series with fixed labels, made once per thread: a registry lookup
+/// would build the key, hash it and take a shard lock on every call; a shared handle would
+/// bounce its reference count between cores. Bounded: the keys are `'static` names and label
+/// values, a few dozen in all.
+fn with_handle<T: Clone + 'static>(cache: &'static LocalKey<RefCell<HashMap<Key, T>>>, key: Key, make: impl FnOnce() -> T, f: impl FnOnce(&T)) {
+    cache.with(|c| {
+        if let Some(h) = c.borrow().get(&key) {
+            return f(h);
+        }
+        // A handle made before the recorder is installed would count nowhere, for good.
+        Metrics::get();
+        let h = make();
+        f(&h);
+        c.borrow_mut().insert(key, h);
+    })
+}
+
+/// Counts and times one RPC: `method` is `Service/Method` as [`crate::telemetry::rpc`] names it
+/// (a bounded set), `code` its status name.
+pub fn grpc_request(method: &'static str, code: &'static str, elapsed: Duration) {
+    with_handle(&COUNTERS, (GRPC_REQUESTS, method, code), || counter!(GRPC_REQUESTS, "method" => method, "code" => code), |c| c.increment(1));
+    with_handle(&HISTOGRAMS, (GRPC_DURATION, method, ""), || histogram!(GRPC_DURATION, "method" => method), |h| h.record(elapsed));
 }
 
 /// Counts and times a model tool call by its outcome (`result`, `error`, `deferred`,
 /// `uncertain`); protocol errors are not outcomes.
 pub fn tool_call(outcome: &'static str, elapsed: Duration) {
-    counter!(TOOL_CALLS, "outcome" => outcome).increment(1);
-    histogram!(TOOL_CALL_DURATION, "outcome" => outcome).record(elapsed);
+    with_handle(&COUNTERS, (TOOL_CALLS, outcome, ""), || counter!(TOOL_CALLS, "outcome" => outcome), |c| c.increment(1));
+    with_handle(&HISTOGRAMS, (TOOL_CALL_DURATION, outcome, ""), || histogram!(TOOL_CALL_DURATION, "outcome" => outcome), |h| h.record(elapsed));
 }
 
 /// Times one call that reached its executor or MCP server (`kind`: function or mcp; not busy
 /// waits, not failed connects).
 pub fn executor_call(kind: &'static str, elapsed: Duration) {
-    histogram!(EXECUTOR_DURATION, "kind" => kind).record(elapsed);
+    with_handle(&HISTOGRAMS, (EXECUTOR_DURATION, kind, ""), || histogram!(EXECUTOR_DURATION, "kind" => kind), |h| h.record(elapsed));
 }
 
 pub fn search_duration(elapsed: Duration) {
@@ -136,7 +166,8 @@ pub fn store_timer(op: &'static str) -> StoreTimer {
 
 impl Drop for StoreTimer {
     fn drop(&mut self) {
-        histogram!(STORE_DURATION, "op" => self.op).record(self.started.elapsed());
+        let (op, elapsed) = (self.op, self.started.elapsed());
+        with_handle(&HISTOGRAMS, (STORE_DURATION, op, ""), || histogram!(STORE_DURATION, "op" => op), |h| h.record(elapsed));
     }
 }
 

@@ -2,7 +2,9 @@
 //! caller's W3C trace context as the span's parent. (Admission, the drain included, is the
 //! services' first step: `crate::admission`.)
 
+use std::collections::HashMap;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -10,14 +12,34 @@ use bytes::Bytes;
 use futures::future::BoxFuture;
 use http_body::{Body, Frame, SizeHint};
 use tonic::Code;
-use tracing::Instrument;
 use tracing::field::Empty;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 const HEALTH: &str = "grpc.health.v1.Health";
 
-#[derive(Clone, Default)]
-pub struct GrpcLayer;
+/// The layer; [`GrpcLayer::new`] names the RPCs the server answers.
+#[derive(Clone)]
+pub struct GrpcLayer(());
+
+impl GrpcLayer {
+    /// `paths`: every `/pkg.Service/Method` the server answers. They are the compiled protos',
+    /// the same for every server of the process, so the first server's list is kept.
+    pub fn new(paths: impl IntoIterator<Item = String>) -> Self {
+        RPCS.get_or_init(|| {
+            paths
+                .into_iter()
+                .filter_map(|path| {
+                    let (service, method) = path.strip_prefix('/')?.split_once('/')?;
+                    // Named once per process (a few dozen RPCs): spans and metric labels then
+                    // borrow the names instead of allocating them per request.
+                    let rpc = Rpc { service: leak(service), method: leak(method), name: leak(&format!("{service}/{method}")) };
+                    Some((leak(&path), rpc))
+                })
+                .collect()
+        });
+        Self(())
+    }
+}
 
 impl<S> tower::Layer<S> for GrpcLayer {
     type Service = GrpcService<S>;
@@ -32,14 +54,29 @@ pub struct GrpcService<S> {
     inner: S,
 }
 
-/// `/pkg.Service/Method` → (`pkg.Service`, `Method`); unknown services are one label, so
-/// arbitrary paths cannot grow the metric series.
-fn rpc_name(path: &str) -> (String, String) {
-    let known = ["toolrouter.v1.", "grpc.health.v1.", "grpc.reflection.v1."];
-    match path.trim_start_matches('/').split_once('/') {
-        Some((service, method)) if known.iter().any(|k| service.starts_with(k)) && !method.contains('/') => (service.to_string(), method.to_string()),
-        _ => ("unknown".to_string(), "unknown".to_string()),
-    }
+/// An RPC as spans and metrics name it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Rpc {
+    service: &'static str,
+    method: &'static str,
+    /// `Service/Method`.
+    name: &'static str,
+}
+
+/// Every path the server does not answer is this one label, so requests cannot grow the
+/// metric series.
+const UNKNOWN: Rpc = Rpc { service: "unknown", method: "unknown", name: "unknown/unknown" };
+
+/// The RPCs of [`GrpcLayer::new`], by path.
+static RPCS: OnceLock<HashMap<&'static str, Rpc>> = OnceLock::new();
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.into())
+}
+
+/// `/pkg.Service/Method` → its names; [`UNKNOWN`] for a path the server does not answer.
+fn rpc_of(path: &str) -> Rpc {
+    RPCS.get().and_then(|m| m.get(path)).copied().unwrap_or(UNKNOWN)
 }
 
 impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for GrpcService<S>
@@ -61,33 +98,35 @@ where
 
     fn call(&mut self, req: http::Request<ReqBody>) -> Self::Future {
         let started = Instant::now();
-        let (service, method) = rpc_name(req.uri().path());
-        let name = format!("{service}/{method}");
-        let health = service == HEALTH;
+        let rpc = rpc_of(req.uri().path());
+        let health = rpc.service == HEALTH;
         // Health checks are neither traced nor held up by the drain: probes are not calls.
         let span = if health {
             tracing::Span::none()
         } else {
             let span = tracing::info_span!(
                 "grpc",
-                otel.name = %name,
+                otel.name = rpc.name,
                 otel.kind = "server",
                 otel.status_code = Empty,
                 rpc.system = "grpc",
-                rpc.service = %service,
-                rpc.method = %method,
+                rpc.service = rpc.service,
+                rpc.method = rpc.method,
                 rpc.grpc.status_code = Empty,
             );
             let _ = span.set_parent(super::extract_context(req.headers()));
             span
         };
-        let finish = Finish { span, method: name, started };
+        let finish = Finish { span, method: rpc.name, started };
         // Take the service that was driven to readiness, leave a clone in its place.
         let clone = self.inner.clone();
         let mut inner = std::mem::replace(&mut self.inner, clone);
-        let fut = finish.span.in_scope(|| inner.call(req));
+        let fut = match finish.span.is_disabled() {
+            true => inner.call(req),
+            false => finish.span.in_scope(|| inner.call(req)),
+        };
         Box::pin(async move {
-            let resp = fut.instrument(finish.span.clone()).await?;
+            let resp = super::in_span(fut, &finish.span).await?;
             Ok(observe(resp, finish))
         })
     }
@@ -109,13 +148,13 @@ fn grpc_status(headers: &http::HeaderMap) -> Option<Code> {
 /// What is recorded once the RPC's status is known.
 struct Finish {
     span: tracing::Span,
-    method: String,
+    method: &'static str,
     started: Instant,
 }
 
 impl Finish {
     fn done(self, code: Code) {
-        super::metrics::grpc_request(&self.method, code_name(code), self.started.elapsed());
+        super::metrics::grpc_request(self.method, code_name(code), self.started.elapsed());
         if !self.span.is_disabled() {
             self.span.record("rpc.grpc.status_code", code as i64);
             if server_error(code) {
@@ -216,10 +255,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rpc_names_are_split_and_unknown_paths_collapse() {
-        assert_eq!(rpc_name("/toolrouter.v1.Router/HandleToolCall"), ("toolrouter.v1.Router".into(), "HandleToolCall".into()));
-        assert_eq!(rpc_name("/grpc.health.v1.Health/Check"), ("grpc.health.v1.Health".into(), "Check".into()));
-        assert_eq!(rpc_name("/evil.Service/x"), ("unknown".into(), "unknown".into()));
-        assert_eq!(rpc_name("/toolrouter.v1.Router/a/b"), ("unknown".into(), "unknown".into()));
+    fn rpcs_the_server_answers_are_named_and_other_paths_collapse() {
+        // The process's table: the first server's (the full list) or this one.
+        GrpcLayer::new(["/toolrouter.v1.Router/HandleToolCall".to_string(), "/grpc.health.v1.Health/Check".to_string()]);
+        let router = Rpc { service: "toolrouter.v1.Router", method: "HandleToolCall", name: "toolrouter.v1.Router/HandleToolCall" };
+        assert_eq!(rpc_of("/toolrouter.v1.Router/HandleToolCall"), router);
+        assert_eq!(rpc_of("/grpc.health.v1.Health/Check").service, HEALTH);
+        for unknown in ["/evil.Service/x", "/toolrouter.v1.Router/a/b", "/toolrouter.v1.Router/NoSuchMethod", "/toolrouter.v1.Router", ""] {
+            assert_eq!(rpc_of(unknown), UNKNOWN, "{unknown:?}");
+        }
     }
 }

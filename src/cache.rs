@@ -89,10 +89,11 @@ impl VersionCache {
 /// a run id with separators in it included, names one entry. A key of parts `a` is a prefix
 /// of the key of parts `a + b`.
 pub fn key(parts: &[&str]) -> String {
-    let mut k = String::with_capacity(parts.iter().map(|p| p.len() + 4).sum());
+    use std::fmt::Write;
+    let mut k = String::with_capacity(parts.iter().map(|p| p.len() + 8).sum());
     for p in parts {
-        k.push_str(&p.len().to_string());
-        k.push(':');
+        // Into the key itself: this runs on every call.
+        let _ = write!(k, "{}:", p.len());
         k.push_str(p);
     }
     k

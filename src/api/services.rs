@@ -278,7 +278,9 @@ fn checked(c: call::ToolCall, path: &str, max_arguments: usize) -> Result<call::
     if c.tool_call_id.len() > 256 {
         return Err(invalid(&format!("{path}.tool_call_id"), "at most 256 bytes"));
     }
-    check_arguments_size(&c.arguments_json, &format!("{path}.arguments_json"), max_arguments)?;
+    if c.arguments_json.len() > max_arguments {
+        check_arguments_size(&c.arguments_json, &format!("{path}.arguments_json"), max_arguments)?;
+    }
     Ok(c)
 }
 
@@ -396,10 +398,13 @@ impl pb::router_server::Router for RouterService {
         }))
     }
 
-    async fn handle_tool_call(&self, req: Request<pb::HandleToolCallRequest>) -> Result<Response<pb::HandleToolCallResponse>, Status> {
+    async fn handle_tool_call(&self, mut req: Request<pb::HandleToolCallRequest>) -> Result<Response<pb::HandleToolCallResponse>, Status> {
         let format = formats::format(req.get_ref().format, "format")?;
-        let (agent, run) = (req.get_ref().agent.clone(), req.get_ref().run.clone());
-        let call = tool_call(req.get_ref().call.clone(), "call", self.limits.max_arguments_bytes)?;
+        // The message's parts are moved out (the request's metadata and extensions stay for
+        // admission): no copy of the arguments per call.
+        let msg = req.get_mut();
+        let (agent, run, call) = (msg.agent.take(), msg.run.take(), msg.call.take());
+        let call = tool_call(call, "call", self.limits.max_arguments_bytes)?;
         let cx = admit_call(&self.admission, &req, agent, run).await?;
         let o = self.router.handle_as(&cx, &call, format).await.map_err(to_status)?;
         refuse_reused(&o, "call")?;

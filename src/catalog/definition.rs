@@ -288,4 +288,30 @@ impl ResolvedControl {
             Profile::Flat => vec![&self.search, &self.call],
         }
     }
+
+    /// Whether `name` is one of [`ResolvedControl::exposed_names`] (asked once per call: no
+    /// list is built).
+    pub fn exposes(&self, name: &str) -> bool {
+        match self.profile {
+            Profile::Grouped => [&self.discover, &self.describe, &self.call, &self.list_groups, &self.list_tools].iter().any(|n| *n == name),
+            Profile::Flat => self.search == name || self.call == name,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exposes_answers_exactly_the_exposed_names_of_each_profile() {
+        for profile in [Profile::Grouped, Profile::Flat] {
+            let c = ControlConfig { profile, names: ControlNames { call: "run_tool".into(), ..Default::default() }, ..Default::default() }.resolve();
+            let all = ["discover_tools", "describe_tool", "run_tool", "call_tool", "list_tools", "list_tool_groups", "tool_search", "", "Run_tool"];
+            for name in all {
+                assert_eq!(c.exposes(name), c.exposed_names().contains(&name), "{profile:?} {name:?}");
+            }
+            assert!(c.exposes("run_tool"));
+        }
+    }
 }

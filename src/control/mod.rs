@@ -150,7 +150,7 @@ impl Args<'_> {
 /// control tool of this catalog; `Some(Err(message))` for arguments the model must fix.
 pub fn parse_control_call(catalog: &Catalog, tool_name: &str, arguments: &Value) -> Option<Result<ControlCall, String>> {
     let c = &catalog.control;
-    if !catalog.has_grouped() || !c.exposed_names().contains(&tool_name) {
+    if !catalog.has_grouped() || !c.exposes(tool_name) {
         return None;
     }
     let Some(obj) = arguments.as_object() else {

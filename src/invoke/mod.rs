@@ -312,44 +312,44 @@ impl Router {
     }
 
     async fn answer(self: &Arc<Self>, cx: &CallContext, r: &Resolved, call: &ToolCall) -> Result<Outcome> {
-        let arguments = route::parse_arguments(call);
+        let parsed = route::Parsed::new(&r.catalog, call);
         // Hybrid ranking needs the search text's embedding, computed (or cached) first.
         let qv = match self.registry.embeddings().is_some() && r.catalog.vectors().is_some() {
-            true => match route::search_text(&r.catalog, call, &arguments) {
-                Some(q) => self.registry.query_vector(&r.catalog, &q).await,
+            true => match route::search_text(&r.catalog, &parsed) {
+                Some(q) => self.registry.query_vector(&r.catalog, q).await,
                 None => None,
             },
             false => None,
         };
         // Discovery answers are pure: no need to remember them.
-        if let Some(reply) = route::answer_control(&r.catalog, call, &arguments, qv.as_deref()) {
+        if let Some(reply) = route::answer_control(&r.catalog, &parsed, qv.as_deref()) {
             return Ok(reply.into());
         }
         if call.tool_call_id.is_empty() || cx.run.run_id.is_empty() {
-            return self.route(cx, r, call, &arguments).await;
+            return self.route(cx, r, call, &parsed).await;
         }
-        self.exactly_once(cx, r, call, arguments).await
+        self.exactly_once(cx, r, call, parsed).await
     }
 
     /// Finds the call's target (preparing a catalog with MCP sources again when the tool is
     /// unknown, SPEC §7) and runs or defers it.
-    async fn route(&self, cx: &CallContext, r: &Resolved, call: &ToolCall, arguments: &route::Arguments) -> Result<Outcome> {
-        let mut routed = route::target(&r.catalog, call, arguments);
+    async fn route(&self, cx: &CallContext, r: &Resolved, call: &ToolCall, parsed: &route::Parsed) -> Result<Outcome> {
+        let mut routed = route::target(&r.catalog, call, parsed);
         let mut refreshed = None;
         if matches!(routed, route::Route::Fault(ModelFault::UnknownTool { .. }))
             && r.catalog.has_mcp_sources()
             && self.registry.refresh_for_run(&cx.tenant, &cx.agent_id, r.version, &r.catalog, &cx.run, self.upstream.config().refresh_min_age)
         {
             let catalog = self.registry.catalog_for_run(&cx.tenant, &cx.agent_id, r.version, &cx.run).await?;
-            routed = route::target(&catalog, call, arguments);
+            routed = route::target(&catalog, call, &parsed.again(&catalog, call));
             refreshed = Some(Resolved { version: r.version, catalog });
         }
         let r = refreshed.as_ref().unwrap_or(r);
         // A tool the listing lacks because its OAuth source lists nothing without the user's
         // token: the user consents first.
         if let route::Route::Fault(ModelFault::UnknownTool { .. } | ModelFault::UnknownGroup { .. }) = &routed
-            && let Some((group, tool, tool_arguments)) = route::named_target(&r.catalog, call, arguments)
-            && let Some(consent) = self.consent_for_group(cx, r, call, &group, &tool, &tool_arguments).await?
+            && let Some((group, tool, tool_arguments)) = route::named_target(&r.catalog, call, parsed)
+            && let Some(consent) = self.consent_for_group(cx, r, call, group, tool, tool_arguments).await?
         {
             return Ok(consent);
         }

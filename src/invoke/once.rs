@@ -10,9 +10,8 @@ use std::time::Duration;
 
 use sha2::{Digest, Sha256};
 use tokio::sync::watch;
-use tracing::Instrument;
 
-use super::route::Arguments;
+use super::route::{Arguments, Parsed};
 use super::{Outcome, Resolved, Router};
 use crate::admission::CallContext;
 use crate::call::{ModelFault, ToolCall};
@@ -29,10 +28,10 @@ const STORE_RETRIES: u32 = 6;
 
 impl Router {
     /// Runs a call once per (agent, run, tool call id); duplicates get the first outcome.
-    pub(super) async fn exactly_once(self: &Arc<Self>, cx: &CallContext, r: &Resolved, call: &ToolCall, arguments: Arguments) -> Result<Outcome> {
+    pub(super) async fn exactly_once(self: &Arc<Self>, cx: &CallContext, r: &Resolved, call: &ToolCall, parsed: Parsed) -> Result<Outcome> {
         let key = CallKey::new(&cx.tenant, &cx.agent_id, &cx.run.run_id, &call.tool_call_id);
-        let fingerprint = fingerprint(call, &arguments);
-        let arguments = Arc::new(arguments);
+        let fingerprint = fingerprint(call, &parsed.arguments);
+        let parsed = Arc::new(parsed);
         loop {
             // The claim and, if it is new, the call and its outcome run to their end even if
             // this request is cancelled (the host's deadline passed, it disconnected): a claim
@@ -41,8 +40,7 @@ impl Router {
             // work counted in flight for the drain.
             let attempt = {
                 let this = self.clone();
-                let (key, cx, r, call, arguments, fingerprint) =
-                    (key.clone(), cx.clone(), r.clone(), call.clone(), arguments.clone(), fingerprint.clone());
+                let (key, cx, r, call, parsed, fingerprint) = (key.clone(), cx.clone(), r.clone(), call.clone(), parsed.clone(), fingerprint.clone());
                 async move {
                     let store = this.registry.store();
                     let now = this.now();
@@ -55,7 +53,7 @@ impl Router {
                     let (tx, rx) = watch::channel(None);
                     this.inflight.lock().expect("inflight lock").insert(key.clone(), rx.clone());
                     let _unlist = Unlist { router: &this, key: key.clone(), rx };
-                    let outcome = this.route(&cx, &r, &call, &arguments).await;
+                    let outcome = this.route(&cx, &r, &call, &parsed).await;
                     let _ = tx.send(outcome.as_ref().ok().cloned());
                     match &outcome {
                         Ok(o) => this.store_outcome(&key, o).await,
@@ -65,7 +63,7 @@ impl Router {
                     outcome.map(Attempt::Ran)
                 }
             };
-            let found = match RunToEnd::new(attempt.instrument(tracing::Span::current())).await? {
+            let found = match RunToEnd::new(crate::telemetry::in_span(attempt, &tracing::Span::current())).await? {
                 Attempt::Ran(outcome) => return Ok(outcome),
                 Attempt::Found(found) => found,
             };
@@ -201,45 +199,51 @@ impl Drop for Unlist<'_> {
 /// What a call is: its tool and its arguments (compared with object keys sorted), so a retry
 /// is told apart from another call under the same id.
 fn fingerprint(call: &ToolCall, arguments: &Arguments) -> String {
-    let mut text = call.tool_name.clone();
-    text.push('\0');
+    let mut text = Vec::with_capacity(call.tool_name.len() + call.arguments_json.len() + 1);
+    text.extend_from_slice(call.tool_name.as_bytes());
+    text.push(0);
     match arguments {
         Ok(v) => canonical(v, &mut text),
-        Err(_) => text.push_str(&call.arguments_json),
+        Err(_) => text.extend_from_slice(call.arguments_json.as_bytes()),
     }
-    let digest = Sha256::digest(text.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    Sha256::digest(&text).iter().flat_map(|b| [HEX[(b >> 4) as usize] as char, HEX[(b & 15) as usize] as char]).collect()
 }
 
-/// JSON with every object's keys in byte order.
-fn canonical(v: &serde_json::Value, out: &mut String) {
+/// JSON with every object's keys in byte order (keys and scalars written as serde_json
+/// writes them).
+fn canonical(v: &serde_json::Value, out: &mut Vec<u8>) {
     use serde_json::Value;
+    // Writing a string or a JSON value into memory cannot fail.
+    fn write(out: &mut Vec<u8>, v: &impl serde::Serialize) {
+        serde_json::to_writer(out, v).expect("JSON is written into memory");
+    }
     match v {
         Value::Object(m) => {
             let mut keys: Vec<&String> = m.keys().collect();
             keys.sort();
-            out.push('{');
+            out.push(b'{');
             for (i, k) in keys.into_iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
+                write(out, k);
+                out.push(b':');
                 canonical(&m[k], out);
             }
-            out.push('}');
+            out.push(b'}');
         }
         Value::Array(a) => {
-            out.push('[');
+            out.push(b'[');
             for (i, x) in a.iter().enumerate() {
                 if i > 0 {
-                    out.push(',');
+                    out.push(b',');
                 }
                 canonical(x, out);
             }
-            out.push(']');
+            out.push(b']');
         }
-        other => out.push_str(&other.to_string()),
+        other => write(out, other),
     }
 }
 
@@ -261,6 +265,16 @@ mod tests {
     use crate::settle;
     use crate::store::Store;
     use crate::upstream::Upstream;
+
+    /// Stored fingerprints are compared by every replica and version: the text they hash
+    /// must never change (sha-256 of the tool name, NUL, the arguments with sorted keys).
+    #[test]
+    fn fingerprints_are_the_same_in_every_version() {
+        let call = ToolCall { tool_call_id: "x".into(), tool_name: "call_tool".into(), arguments_json: "{not json".into() };
+        let args = serde_json::json!({"n": 1.5, "b": [1, {"z": true, "a": null}], "a": "he said \"hi\"\n"});
+        assert_eq!(fingerprint(&call, &Ok(args)), "33d535ae0eb71f2030554c21e715e9aad8cbaea5843dc75415e06658f88bd6aa");
+        assert_eq!(fingerprint(&call, &Err("bad".into())), "1f479ac1812294f004e4e823ef5f34e16b1d9a6b860508f4791a5a071516ca12");
+    }
 
     #[tokio::test]
     async fn a_call_cancelled_while_its_claim_is_queued_still_runs_and_its_retry_gets_the_outcome() {

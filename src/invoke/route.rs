@@ -20,22 +20,44 @@ pub fn parse_arguments(call: &ToolCall) -> Arguments {
     serde_json::from_str(&call.arguments_json).map_err(|e| e.to_string())
 }
 
+/// A call's arguments and, when it calls a control tool of the catalog, that call: each read
+/// once per call.
+pub struct Parsed {
+    pub arguments: Arguments,
+    /// `None`: not a control tool of the catalog (or arguments that are not JSON).
+    control: Option<Result<ControlCall, String>>,
+}
+
+impl Parsed {
+    pub fn new(catalog: &Catalog, call: &ToolCall) -> Self {
+        Self::with(catalog, call, parse_arguments(call))
+    }
+
+    /// The same arguments, read as a call of `catalog` (a catalog prepared again).
+    pub fn again(&self, catalog: &Catalog, call: &ToolCall) -> Self {
+        Self::with(catalog, call, self.arguments.clone())
+    }
+
+    fn with(catalog: &Catalog, call: &ToolCall, arguments: Arguments) -> Self {
+        let control = arguments.as_ref().ok().and_then(|a| control::parse_control_call(catalog, &call.tool_name, a));
+        Self { arguments, control }
+    }
+}
+
 /// The answer to a discovery control tool (pure: nothing runs), or `None` for any other call.
 /// `qv`: the embedding of the call's search text (see [`search_text`]), for hybrid ranking.
-pub fn answer_control(catalog: &Catalog, call: &ToolCall, arguments: &Arguments, qv: Option<&[f32]>) -> Option<Reply> {
-    let args = arguments.as_ref().ok()?;
-    match control::parse_control_call(catalog, &call.tool_name, args)? {
-        Err(message) => Some(Reply::Fault(ModelFault::invalid_arguments(message))),
-        Ok(parsed) => control::answer_discovery(catalog, &parsed, qv),
+pub fn answer_control(catalog: &Catalog, parsed: &Parsed, qv: Option<&[f32]>) -> Option<Reply> {
+    match parsed.control.as_ref()? {
+        Err(message) => Some(Reply::Fault(ModelFault::invalid_arguments(message.clone()))),
+        Ok(control) => control::answer_discovery(catalog, control, qv),
     }
 }
 
 /// The search text of a discovery call ranked by the natural-language ranker: `tool_search`
 /// always, `discover_tools` when the definition chose it.
-pub fn search_text(catalog: &Catalog, call: &ToolCall, arguments: &Arguments) -> Option<String> {
-    let args = arguments.as_ref().ok()?;
-    match control::parse_control_call(catalog, &call.tool_name, args)? {
-        Ok(ControlCall::Discover(req)) if catalog.control.ranking == crate::catalog::Ranking::Natural => Some(req.query),
+pub fn search_text<'a>(catalog: &Catalog, parsed: &'a Parsed) -> Option<&'a str> {
+    match parsed.control.as_ref()? {
+        Ok(ControlCall::Discover(req)) if catalog.control.ranking == crate::catalog::Ranking::Natural => Some(&req.query),
         Ok(ControlCall::Search { query, .. }) => Some(query),
         _ => None,
     }
@@ -49,10 +71,10 @@ pub enum Route {
     Fault(ModelFault),
 }
 
-/// Resolves the target of a call that is not a discovery call.
-pub fn target(catalog: &Catalog, call: &ToolCall, arguments: &Arguments) -> Route {
+/// Resolves the target of a call that is not a discovery call (`parsed` read for `catalog`).
+pub fn target(catalog: &Catalog, call: &ToolCall, parsed: &Parsed) -> Route {
     let c = &catalog.control;
-    let arguments = match arguments {
+    let arguments = match &parsed.arguments {
         Ok(v) => v,
         Err(e) => {
             let message = format!("The arguments of {} are not valid JSON ({e}). Send a JSON object.", call.tool_name);
@@ -60,15 +82,14 @@ pub fn target(catalog: &Catalog, call: &ToolCall, arguments: &Arguments) -> Rout
         }
     };
     if catalog.has_grouped() && call.tool_name == c.call {
-        let parsed = control::parse_control_call(catalog, &call.tool_name, arguments);
-        let Some(Ok(ControlCall::Call { target, arguments })) = parsed else {
-            let message = match parsed {
-                Some(Err(m)) => m,
+        let Some(Ok(ControlCall::Call { target, arguments })) = &parsed.control else {
+            let message = match &parsed.control {
+                Some(Err(m)) => m.clone(),
                 _ => format!("Invalid arguments for {}.", call.tool_name),
             };
             return Route::Fault(ModelFault::invalid_arguments(message));
         };
-        let found = match &target {
+        let found = match target {
             CallRef::Grouped { group, tool } => {
                 if catalog.group(group).is_none() {
                     let message =
@@ -87,7 +108,7 @@ pub fn target(catalog: &Catalog, call: &ToolCall, arguments: &Arguments) -> Rout
             }),
         };
         return match found {
-            Ok(index) => Route::Tool { index, arguments },
+            Ok(index) => Route::Tool { index, arguments: arguments.clone() },
             Err(message) => Route::Fault(ModelFault::UnknownTool { message }),
         };
     }
@@ -104,16 +125,13 @@ pub fn target(catalog: &Catalog, call: &ToolCall, arguments: &Arguments) -> Rout
 
 /// The group and tool a `call_tool` call names, whether or not the catalog has them, and the
 /// arguments for the tool.
-pub fn named_target(catalog: &Catalog, call: &ToolCall, arguments: &Arguments) -> Option<(String, String, Value)> {
-    let args = arguments.as_ref().ok()?;
+pub fn named_target<'a>(catalog: &Catalog, call: &ToolCall, parsed: &'a Parsed) -> Option<(&'a str, &'a str, &'a Value)> {
     if !catalog.has_grouped() || call.tool_name != catalog.control.call {
         return None;
     }
-    match control::parse_control_call(catalog, &call.tool_name, args)? {
+    match parsed.control.as_ref()? {
         Ok(ControlCall::Call { target: CallRef::Grouped { group, tool }, arguments }) => Some((group, tool, arguments)),
-        Ok(ControlCall::Call { target: CallRef::Canonical(name), arguments }) => {
-            name.split_once("__").map(|(g, t)| (g.to_string(), t.to_string(), arguments))
-        }
+        Ok(ControlCall::Call { target: CallRef::Canonical(name), arguments }) => name.split_once("__").map(|(g, t)| (g, t, arguments)),
         _ => None,
     }
 }

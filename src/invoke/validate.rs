@@ -12,6 +12,10 @@ const MAX_ERRORS: usize = 5;
 /// JSON pointer and what the schema expected.
 pub fn check_arguments(tool: &PreparedTool, arguments: &Value) -> Result<(), ModelFault> {
     let validator = tool.validator().map_err(|e| ModelFault::Unavailable { tool: tool.name.clone(), reason: Unavailable::BrokenSchema(e) })?;
+    // The common case, without building errors (and their iterator) for nothing.
+    if validator.is_valid(arguments) {
+        return Ok(());
+    }
     let errors: Vec<ArgumentError> = validator
         .iter_errors(arguments)
         .take(MAX_ERRORS)

@@ -151,19 +151,31 @@ const MAX_LIMITS: usize = 10_000;
 
 /// The per-source concurrency limits. The limit is part of the key: a version that changes
 /// it gets its own semaphore instead of the first version's.
+/// A source's semaphores, one per limit it was declared with (a version may change it).
+type PerLimit = Vec<(u32, Arc<Semaphore>)>;
+
 #[derive(Default)]
 struct Limits {
-    semaphores: Mutex<HashMap<(SourceKey, u32), Arc<Semaphore>>>,
+    semaphores: Mutex<HashMap<SourceKey, PerLimit>>,
 }
 
 impl Limits {
     fn get(&self, key: &SourceKey, max: u32) -> Arc<Semaphore> {
         let mut map = self.semaphores.lock().unwrap_or_else(|e| e.into_inner());
-        if map.len() >= MAX_LIMITS && !map.contains_key(&(key.clone(), max)) {
-            // A semaphore no call holds and nobody waits on carries no state worth keeping.
-            map.retain(|(_, max), s| Arc::strong_count(s) > 1 || s.available_permits() < *max as usize);
+        // Found without copying the key: this runs once per call.
+        if let Some((_, s)) = map.get(key).and_then(|limits| limits.iter().find(|(m, _)| *m == max)) {
+            return s.clone();
         }
-        map.entry((key.clone(), max)).or_insert_with(|| Arc::new(Semaphore::new(max as usize))).clone()
+        if map.len() >= MAX_LIMITS {
+            // A semaphore no call holds and nobody waits on carries no state worth keeping.
+            map.retain(|_, limits| {
+                limits.retain(|(max, s)| Arc::strong_count(s) > 1 || s.available_permits() < *max as usize);
+                !limits.is_empty()
+            });
+        }
+        let s = Arc::new(Semaphore::new(max as usize));
+        map.entry(key.clone()).or_default().push((max, s.clone()));
+        s
     }
 }
 
@@ -353,7 +365,7 @@ mod tests {
         }
         let map = limits.semaphores.lock().unwrap();
         assert!(map.len() <= MAX_LIMITS, "{}", map.len());
-        assert!(map.contains_key(&(key("a"), 2)), "a semaphore in use is kept");
+        assert!(map[&key("a")].iter().any(|(max, s)| *max == 2 && Arc::ptr_eq(s, &a)), "a semaphore in use is kept");
         drop(held);
     }
 }

@@ -11,7 +11,8 @@
 //! `--postgres` or TOOLROUTER_TEST_POSTGRES_URL). Prints a table, the CPU ratios to the
 //! pass-through, and every figure as one JSON line.
 //! Knobs (environment): BENCH_LAT_CALLS (3000), BENCH_TP_CALLS (20000), BENCH_TASKS (64),
-//! BENCH_CHANNELS (4); BENCH_STORES (file[,postgres]; also memory) and BENCH_MODES
+//! BENCH_CHANNELS (4), BENCH_CATALOGS (0: other agents whose catalogs are cached beside the
+//! bench's, as on a replica serving many agents); BENCH_STORES (file[,postgres]; also memory) and BENCH_MODES
 //! (direct,bare,once,anon; also `run`: a run id without tool_call_id, `store`: the store's
 //! claim + finish alone).
 
@@ -404,8 +405,28 @@ struct Sizes {
     tp_calls: usize,
     tasks: usize,
     channels: usize,
+    catalogs: usize,
     modes: Vec<Mode>,
     stores: Vec<String>,
+}
+
+/// Registers `n` other agents and has each one's catalog compiled into the cache.
+async fn cache_other_catalogs(ch: &Channel, exec: &str, n: usize) {
+    for i in 0..n {
+        let agent_id = format!("other-{i}");
+        AgentRegistryClient::new(ch.clone())
+            .create_agent_version(pb::CreateAgentVersionRequest {
+                agent_id: agent_id.clone(),
+                definition: Some(bench_definition(exec)),
+                make_default: true,
+            })
+            .await
+            .expect("create another agent");
+        RouterClient::new(ch.clone())
+            .get_model_tools(pb::GetModelToolsRequest { agent: Some(pb::AgentRef { agent_id, version: 0 }), ..Default::default() })
+            .await
+            .expect("another agent's catalog");
+    }
 }
 
 async fn bench_store(
@@ -431,6 +452,7 @@ async fn bench_store(
         })
         .await
         .expect("create the bench definition");
+    cache_other_catalogs(&chans[0], &format!("http://{exec}"), s.catalogs).await;
     let direct = channels(exec, s.channels).await;
     let stop_bare = CancellationToken::new();
     let bare_addr = service.spawn(spawn_pass_through(exec, stop_bare.clone())).await.expect("pass-through starts");
@@ -510,6 +532,7 @@ fn main() {
         tp_calls: knob("BENCH_TP_CALLS", 20_000),
         tasks: knob("BENCH_TASKS", 64),
         channels: knob("BENCH_CHANNELS", 4),
+        catalogs: knob("BENCH_CATALOGS", 0),
         modes: list("BENCH_MODES", "direct,bare,once,anon")
             .iter()
             .filter_map(|m| match m.as_str() {

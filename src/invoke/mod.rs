@@ -341,10 +341,12 @@ impl Router {
             && self.registry.refresh_for_run(&cx.tenant, &cx.agent_id, r.version, &r.catalog, &cx.run, self.upstream.config().refresh_min_age)
         {
             let catalog = self.registry.catalog_for_run(&cx.tenant, &cx.agent_id, r.version, &cx.run).await?;
-            routed = route::target(&catalog, call, &parsed.again(&catalog, call));
-            refreshed = Some(Resolved { version: r.version, catalog });
+            // Read again for the new listing: whether it has grouped tools decides the parse.
+            let again = parsed.again(&catalog, call);
+            routed = route::target(&catalog, call, &again);
+            refreshed = Some((Resolved { version: r.version, catalog }, again));
         }
-        let r = refreshed.as_ref().unwrap_or(r);
+        let (r, parsed) = refreshed.as_ref().map_or((r, parsed), |(r, p)| (r, p));
         // A tool the listing lacks because its OAuth source lists nothing without the user's
         // token: the user consents first.
         if let route::Route::Fault(ModelFault::UnknownTool { .. } | ModelFault::UnknownGroup { .. }) = &routed

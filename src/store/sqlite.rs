@@ -73,6 +73,9 @@ struct Db {
     /// Empty for an in-memory database, whose one connection is the writer.
     readers: Vec<Mutex<Connection>>,
     next_reader: AtomicUsize,
+    /// Transactions of queued claims and outcomes written (tests: how writes are grouped).
+    #[cfg(test)]
+    batches: AtomicUsize,
 }
 
 fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
@@ -80,6 +83,17 @@ fn lock(m: &Mutex<Connection>) -> MutexGuard<'_, Connection> {
 }
 
 impl Db {
+    fn new(writer: Connection, readers: Vec<Mutex<Connection>>) -> Arc<Db> {
+        Arc::new(Db {
+            writer: tokio::sync::Mutex::new(writer),
+            pending: Mutex::new(Vec::new()),
+            readers,
+            next_reader: AtomicUsize::new(0),
+            #[cfg(test)]
+            batches: AtomicUsize::new(0),
+        })
+    }
+
     /// The writer, for the blocking pool.
     fn writer(&self) -> Writer<'_> {
         Writer { db: self, conn: Some(self.writer.blocking_lock()) }
@@ -105,6 +119,8 @@ impl Db {
                 if batch.is_empty() {
                     break;
                 }
+                #[cfg(test)]
+                self.batches.fetch_add(1, Ordering::Relaxed);
                 write_calls(&mut conn, batch);
             }
             // Checked again after letting go: a write queued meanwhile found the writer taken.
@@ -290,12 +306,7 @@ impl SqliteStore {
             let mut c = Connection::open_in_memory()?;
             configure(&c, false)?;
             migrate(&mut c)?;
-            return Ok(Arc::new(Db {
-                writer: tokio::sync::Mutex::new(c),
-                pending: Mutex::new(Vec::new()),
-                readers: Vec::new(),
-                next_reader: AtomicUsize::new(0),
-            }));
+            return Ok(Db::new(c, Vec::new()));
         };
         let mut writer = Connection::open(file)?;
         writer.pragma_update(None, "journal_mode", "WAL")?;
@@ -309,7 +320,7 @@ impl SqliteStore {
         let readers = (0..READERS).map(|_| open_reader()).collect::<Result<Vec<_>, _>>()?;
         let checkpointer = Connection::open(file)?;
         configure(&checkpointer, false)?;
-        let db = Arc::new(Db { writer: tokio::sync::Mutex::new(writer), pending: Mutex::new(Vec::new()), readers, next_reader: AtomicUsize::new(0) });
+        let db = Db::new(writer, readers);
         spawn_checkpointer(Arc::downgrade(&db), checkpointer);
         Ok(db)
     }
@@ -1294,6 +1305,19 @@ mod tests {
         let task = tokio::spawn(async move { s.claim_call(&key(call_id), &request(now)).await });
         settle().await;
         task
+    }
+
+    /// Group commit: claims made in one scheduler turn wait for it to end, then share one
+    /// transaction, even with the writer free when each is made.
+    #[tokio::test(flavor = "current_thread")]
+    async fn claims_made_in_one_scheduler_turn_are_written_in_one_transaction() {
+        let store = SqliteStore::open("sqlite::memory:").await.expect("open");
+        let keys: Vec<CallKey> = (0..8).map(|i| key(&format!("call-{i}"))).collect();
+        let req = request(1);
+        let before = store.db.batches.load(Ordering::Relaxed);
+        let claims = futures::future::join_all(keys.iter().map(|k| store.claim_call(k, &req))).await;
+        assert!(claims.iter().all(|c| matches!(c, Ok(Claim::New))), "{claims:?}");
+        assert_eq!(store.db.batches.load(Ordering::Relaxed) - before, 1, "eight claims, one transaction");
     }
 
     #[tokio::test]

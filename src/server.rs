@@ -144,7 +144,7 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
         .max_concurrent_streams(Some(GRPC_MAX_STREAMS))
         .http2_max_header_list_size(Some(64 * 1024))
-        .layer(GrpcLayer::new(crate::api::rpc_paths()?))
+        .layer(GrpcLayer::new(crate::api::rpc_paths)?)
         .layer(crate::api::wire::WireLayer)
         .layer(AuthLayer::sharing(auth.clone(), rate.clone()))
         .add_service(health_service);

@@ -256,9 +256,10 @@ pub struct RouterService {
     pub admission: Arc<Admission>,
 }
 
-fn check_arguments_size(text: &str, path: &str, max: usize) -> Result<(), Status> {
+/// `path` is written out only when the arguments are refused (this runs on every call).
+fn check_arguments_size(text: &str, path: impl std::fmt::Display, max: usize) -> Result<(), Status> {
     if text.len() > max {
-        return Err(invalid(path, format!("the arguments are {} bytes, over the {max}-byte limit", text.len())));
+        return Err(invalid(&path.to_string(), format!("the arguments are {} bytes, over the {max}-byte limit", text.len())));
     }
     Ok(())
 }
@@ -278,9 +279,7 @@ fn checked(c: call::ToolCall, path: &str, max_arguments: usize) -> Result<call::
     if c.tool_call_id.len() > 256 {
         return Err(invalid(&format!("{path}.tool_call_id"), "at most 256 bytes"));
     }
-    if c.arguments_json.len() > max_arguments {
-        check_arguments_size(&c.arguments_json, &format!("{path}.arguments_json"), max_arguments)?;
-    }
+    check_arguments_size(&c.arguments_json, format_args!("{path}.arguments_json"), max_arguments)?;
     Ok(c)
 }
 

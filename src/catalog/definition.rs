@@ -283,19 +283,22 @@ impl ControlConfig {
 impl ResolvedControl {
     /// The control tool names exposed for the profile, in model-tool order.
     pub fn exposed_names(&self) -> Vec<&str> {
-        match self.profile {
-            Profile::Grouped => vec![&self.discover, &self.describe, &self.call, &self.list_groups, &self.list_tools],
-            Profile::Flat => vec![&self.search, &self.call],
-        }
+        self.exposed().collect()
     }
 
     /// Whether `name` is one of [`ResolvedControl::exposed_names`] (asked once per call: no
     /// list is built).
     pub fn exposes(&self, name: &str) -> bool {
-        match self.profile {
-            Profile::Grouped => [&self.discover, &self.describe, &self.call, &self.list_groups, &self.list_tools].iter().any(|n| *n == name),
-            Profile::Flat => self.search == name || self.call == name,
-        }
+        self.exposed().any(|n| n == name)
+    }
+
+    fn exposed(&self) -> impl Iterator<Item = &str> {
+        let names = [&self.discover, &self.describe, &self.call, &self.list_groups, &self.list_tools, &self.search];
+        let profile: &[usize] = match self.profile {
+            Profile::Grouped => &[0, 1, 2, 3, 4],
+            Profile::Flat => &[5, 2],
+        };
+        profile.iter().map(move |&i| names[i].as_str())
     }
 }
 

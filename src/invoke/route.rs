@@ -13,7 +13,7 @@ use crate::control::{self, CallRef, ControlCall};
 pub type Arguments = std::result::Result<Value, String>;
 
 /// Empty text is taken as `{}` (models often send nothing for tools without parameters).
-pub fn parse_arguments(call: &ToolCall) -> Arguments {
+fn parse_arguments(call: &ToolCall) -> Arguments {
     if call.arguments_json.trim().is_empty() {
         return Ok(Value::Object(Default::default()));
     }

@@ -92,7 +92,7 @@ thread_local! {
 /// would build the key, hash it and take a shard lock on every call; a shared handle would
 /// bounce its reference count between cores. Bounded: the keys are `'static` names and label
 /// values, a few dozen in all.
-fn with_handle<T: Clone + 'static>(cache: &'static LocalKey<RefCell<HashMap<Key, T>>>, key: Key, make: impl FnOnce() -> T, f: impl FnOnce(&T)) {
+fn with_handle<T: 'static>(cache: &'static LocalKey<RefCell<HashMap<Key, T>>>, key: Key, make: impl FnOnce() -> T, f: impl FnOnce(&T)) {
     cache.with(|c| {
         if let Some(h) = c.borrow().get(&key) {
             return f(h);

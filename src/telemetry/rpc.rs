@@ -22,11 +22,11 @@ const HEALTH: &str = "grpc.health.v1.Health";
 pub struct GrpcLayer(());
 
 impl GrpcLayer {
-    /// `paths`: every `/pkg.Service/Method` the server answers. They are the compiled protos',
-    /// the same for every server of the process, so the first server's list is kept.
-    pub fn new(paths: impl IntoIterator<Item = String>) -> Self {
-        RPCS.get_or_init(|| {
-            paths
+    /// `paths` gives every `/pkg.Service/Method` the server answers. They are the compiled
+    /// protos', the same for every server of the process: asked for by the first server only.
+    pub fn new<E>(paths: impl FnOnce() -> Result<Vec<String>, E>) -> Result<Self, E> {
+        if RPCS.get().is_none() {
+            let table = paths()?
                 .into_iter()
                 .filter_map(|path| {
                     let (service, method) = path.strip_prefix('/')?.split_once('/')?;
@@ -35,9 +35,11 @@ impl GrpcLayer {
                     let rpc = Rpc { service: leak(service), method: leak(method), name: leak(&format!("{service}/{method}")) };
                     Some((leak(&path), rpc))
                 })
-                .collect()
-        });
-        Self(())
+                .collect();
+            // Servers starting at once may both get here; the first table is kept.
+            let _ = RPCS.set(table);
+        }
+        Ok(Self(()))
     }
 }
 
@@ -257,7 +259,8 @@ mod tests {
     #[test]
     fn rpcs_the_server_answers_are_named_and_other_paths_collapse() {
         // The process's table: the first server's (the full list) or this one.
-        GrpcLayer::new(["/toolrouter.v1.Router/HandleToolCall".to_string(), "/grpc.health.v1.Health/Check".to_string()]);
+        let paths = || Ok::<_, ()>(vec!["/toolrouter.v1.Router/HandleToolCall".to_string(), "/grpc.health.v1.Health/Check".to_string()]);
+        GrpcLayer::new(paths).expect("named");
         let router = Rpc { service: "toolrouter.v1.Router", method: "HandleToolCall", name: "toolrouter.v1.Router/HandleToolCall" };
         assert_eq!(rpc_of("/toolrouter.v1.Router/HandleToolCall"), router);
         assert_eq!(rpc_of("/grpc.health.v1.Health/Check").service, HEALTH);

@@ -11,13 +11,13 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::admission::{Admission, Gate, RunQuota};
-use crate::auth::{AuthLayer, Authenticator};
+use crate::auth::{Authenticator, GrpcAuth};
 use crate::config::ServerConfig;
 use crate::invoke::Router;
 use crate::listen::Places;
 use crate::registry::Registry;
 use crate::store::Store;
-use crate::telemetry::{self, GrpcLayer, metrics::Metrics};
+use crate::telemetry::{self, metrics::Metrics};
 use crate::upstream::Upstream;
 
 /// A running server. Dropping it stops it at once; [`RunningServer::shutdown`] drains it.
@@ -144,9 +144,7 @@ pub async fn start(cfg: ServerConfig) -> anyhow::Result<RunningServer> {
         .http2_keepalive_timeout(Some(Duration::from_secs(20)))
         .max_concurrent_streams(Some(GRPC_MAX_STREAMS))
         .http2_max_header_list_size(Some(64 * 1024))
-        .layer(GrpcLayer::new(crate::api::rpc_paths)?)
-        .layer(crate::api::wire::WireLayer)
-        .layer(AuthLayer::sharing(auth.clone(), rate.clone()))
+        .layer(crate::api::edge::EdgeLayer::new(GrpcAuth::sharing(auth.clone(), rate.clone()), crate::api::rpc_paths)?)
         .add_service(health_service);
     let parts = crate::api::Parts { registry: registry.clone(), router: router.clone(), admission, limits };
     let grpc_server = crate::api::add_services(grpc_server, parts)?;

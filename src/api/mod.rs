@@ -1,6 +1,7 @@
 //! The gRPC edge: the services (proto in, admission, domain call, proto out), the proto ⇄
 //! domain conversions, and the rendering of errors as statuses.
 pub mod convert;
+pub mod edge;
 pub mod formats;
 pub mod services;
 pub mod status;

@@ -7,14 +7,14 @@
 //! With authentication off (local development) every
 //! caller is the anonymous principal of tenant `default`.
 //!
-//! The gRPC side is [`layer::AuthLayer`]: it authenticates every call except health and
+//! The gRPC side is [`grpc::GrpcAuth`]: it authenticates every call except health and
 //! reflection, applies the per-tenant rate limit, and puts the principal in the request's
 //! extensions, where the services read it.
 
+pub mod grpc;
 pub mod jwks_url;
 pub mod jwt;
 pub mod keys;
-pub mod layer;
 pub mod limits;
 pub mod reload;
 
@@ -26,8 +26,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub use crate::admission::{DEFAULT_TENANT, Principal};
+pub use grpc::GrpcAuth;
 pub use keys::KeySet;
-pub use layer::AuthLayer;
 
 /// The identity claim that always carries the authenticated tenant.
 pub const TENANT_CLAIM: &str = "tenant_id";

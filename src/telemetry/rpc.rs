@@ -1,6 +1,7 @@
-//! The tower layer on the gRPC server: one span and one set of metrics per RPC, with the
-//! caller's W3C trace context as the span's parent. (Admission, the drain included, is the
-//! services' first step: `crate::admission`.)
+//! Each RPC's span and metrics on the gRPC server, with the caller's W3C trace context as the
+//! span's parent: [`Finish::start`] when a request comes in, [`observe`] on its response
+//! (the edge's layer, `crate::api::edge`, calls both). Admission, the drain included, is the
+//! services' first step: `crate::admission`.
 
 use std::collections::HashMap;
 use std::pin::Pin;
@@ -9,7 +10,6 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
-use futures::future::BoxFuture;
 use http_body::{Body, Frame, SizeHint};
 use tonic::Code;
 use tracing::field::Empty;
@@ -17,43 +17,25 @@ use tracing_opentelemetry::OpenTelemetrySpanExt;
 
 const HEALTH: &str = "grpc.health.v1.Health";
 
-/// The layer; [`GrpcLayer::new`] names the RPCs the server answers.
-#[derive(Clone)]
-pub struct GrpcLayer(());
-
-impl GrpcLayer {
-    /// `paths` gives every `/pkg.Service/Method` the server answers. They are the compiled
-    /// protos', the same for every server of the process: asked for by the first server only.
-    pub fn new<E>(paths: impl FnOnce() -> Result<Vec<String>, E>) -> Result<Self, E> {
-        if RPCS.get().is_none() {
-            let table = paths()?
-                .into_iter()
-                .filter_map(|path| {
-                    let (service, method) = path.strip_prefix('/')?.split_once('/')?;
-                    // Named once per process (a few dozen RPCs): spans and metric labels then
-                    // borrow the names instead of allocating them per request.
-                    let rpc = Rpc { service: leak(service), method: leak(method), name: leak(&format!("{service}/{method}")) };
-                    Some((leak(&path), rpc))
-                })
-                .collect();
-            // Servers starting at once may both get here; the first table is kept.
-            let _ = RPCS.set(table);
-        }
-        Ok(Self(()))
+/// Names every `/pkg.Service/Method` that `paths` gives: the RPCs the server answers. They
+/// are the compiled protos', the same for every server of the process: asked for by the
+/// first server only.
+pub fn name_rpcs<E>(paths: impl FnOnce() -> Result<Vec<String>, E>) -> Result<(), E> {
+    if RPCS.get().is_none() {
+        let table = paths()?
+            .into_iter()
+            .filter_map(|path| {
+                let (service, method) = path.strip_prefix('/')?.split_once('/')?;
+                // Named once per process (a few dozen RPCs): spans and metric labels then
+                // borrow the names instead of allocating them per request.
+                let rpc = Rpc { service: leak(service), method: leak(method), name: leak(&format!("{service}/{method}")) };
+                Some((leak(&path), rpc))
+            })
+            .collect();
+        // Servers starting at once may both get here; the first table is kept.
+        let _ = RPCS.set(table);
     }
-}
-
-impl<S> tower::Layer<S> for GrpcLayer {
-    type Service = GrpcService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        GrpcService { inner }
-    }
-}
-
-#[derive(Clone)]
-pub struct GrpcService<S> {
-    inner: S,
+    Ok(())
 }
 
 /// An RPC as spans and metrics name it.
@@ -69,7 +51,7 @@ struct Rpc {
 /// metric series.
 const UNKNOWN: Rpc = Rpc { service: "unknown", method: "unknown", name: "unknown/unknown" };
 
-/// The RPCs of [`GrpcLayer::new`], by path.
+/// The RPCs of [`name_rpcs`], by path.
 static RPCS: OnceLock<HashMap<&'static str, Rpc>> = OnceLock::new();
 
 fn leak(s: &str) -> &'static str {
@@ -81,29 +63,34 @@ fn rpc_of(path: &str) -> Rpc {
     RPCS.get().and_then(|m| m.get(path)).copied().unwrap_or(UNKNOWN)
 }
 
-impl<S, ReqBody, ResBody> tower::Service<http::Request<ReqBody>> for GrpcService<S>
+/// The response of the RPC `finish` started, watched for its status.
+pub fn observe<B>(resp: http::Response<B>, finish: Finish) -> http::Response<ObservedBody>
 where
-    S: tower::Service<http::Request<ReqBody>, Response = http::Response<ResBody>> + Clone + Send + 'static,
-    S::Future: Send + 'static,
-    S::Error: Send + 'static,
-    ReqBody: Send + 'static,
-    ResBody: Body<Data = Bytes> + Send + 'static,
-    ResBody::Error: Into<tonic::codegen::StdError>,
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<tonic::codegen::StdError>,
 {
-    type Response = http::Response<ObservedBody>;
-    type Error = S::Error;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+    let header_code = grpc_status(resp.headers());
+    resp.map(|b| ObservedBody { inner: tonic::body::Body::new(b), header_code, finish: Some(finish) })
+}
 
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
-    }
+fn grpc_status(headers: &http::HeaderMap) -> Option<Code> {
+    headers.get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i32>().ok()).map(Code::from_i32)
+}
 
-    fn call(&mut self, req: http::Request<ReqBody>) -> Self::Future {
+/// An RPC in progress: its span, and what is recorded once its status is known.
+pub struct Finish {
+    span: tracing::Span,
+    method: &'static str,
+    started: Instant,
+}
+
+impl Finish {
+    /// Names the request's RPC and opens its span (none for health checks: probes are
+    /// neither traced nor held up by the drain).
+    pub fn start<B>(req: &http::Request<B>) -> Self {
         let started = Instant::now();
         let rpc = rpc_of(req.uri().path());
-        let health = rpc.service == HEALTH;
-        // Health checks are neither traced nor held up by the drain: probes are not calls.
-        let span = if health {
+        let span = if rpc.service == HEALTH {
             tracing::Span::none()
         } else {
             let span = tracing::info_span!(
@@ -119,42 +106,13 @@ where
             let _ = span.set_parent(super::extract_context(req.headers()));
             span
         };
-        let finish = Finish { span, method: rpc.name, started };
-        // Take the service that was driven to readiness, leave a clone in its place.
-        let clone = self.inner.clone();
-        let mut inner = std::mem::replace(&mut self.inner, clone);
-        let fut = match finish.span.is_disabled() {
-            true => inner.call(req),
-            false => finish.span.in_scope(|| inner.call(req)),
-        };
-        Box::pin(async move {
-            let resp = super::in_span(fut, &finish.span).await?;
-            Ok(observe(resp, finish))
-        })
+        Self { span, method: rpc.name, started }
     }
-}
 
-fn observe<B>(resp: http::Response<B>, finish: Finish) -> http::Response<ObservedBody>
-where
-    B: Body<Data = Bytes> + Send + 'static,
-    B::Error: Into<tonic::codegen::StdError>,
-{
-    let header_code = grpc_status(resp.headers());
-    resp.map(|b| ObservedBody { inner: tonic::body::Body::new(b), header_code, finish: Some(finish) })
-}
+    pub fn span(&self) -> &tracing::Span {
+        &self.span
+    }
 
-fn grpc_status(headers: &http::HeaderMap) -> Option<Code> {
-    headers.get("grpc-status").and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<i32>().ok()).map(Code::from_i32)
-}
-
-/// What is recorded once the RPC's status is known.
-struct Finish {
-    span: tracing::Span,
-    method: &'static str,
-    started: Instant,
-}
-
-impl Finish {
     fn done(self, code: Code) {
         super::metrics::grpc_request(self.method, code_name(code), self.started.elapsed());
         if !self.span.is_disabled() {
@@ -260,7 +218,7 @@ mod tests {
     fn rpcs_the_server_answers_are_named_and_other_paths_collapse() {
         // The process's table: the first server's (the full list) or this one.
         let paths = || Ok::<_, ()>(vec!["/toolrouter.v1.Router/HandleToolCall".to_string(), "/grpc.health.v1.Health/Check".to_string()]);
-        GrpcLayer::new(paths).expect("named");
+        name_rpcs(paths).expect("named");
         let router = Rpc { service: "toolrouter.v1.Router", method: "HandleToolCall", name: "toolrouter.v1.Router/HandleToolCall" };
         assert_eq!(rpc_of("/toolrouter.v1.Router/HandleToolCall"), router);
         assert_eq!(rpc_of("/grpc.health.v1.Health/Check").service, HEALTH);

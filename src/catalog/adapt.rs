@@ -539,6 +539,16 @@ pub fn restore_omitted(arguments: &mut Value, schema: &Value) {
     }
 }
 
+/// [`restore_omitted`] on a copy, made only when `arguments` has a null (most calls have none).
+pub fn omitted_restored<'a>(arguments: &'a Value, schema: &Value) -> std::borrow::Cow<'a, Value> {
+    if !has_null(arguments) {
+        return std::borrow::Cow::Borrowed(arguments);
+    }
+    let mut restored = arguments.clone();
+    restore_omitted(&mut restored, schema);
+    std::borrow::Cow::Owned(restored)
+}
+
 fn has_null(v: &Value) -> bool {
     match v {
         Value::Null => true,

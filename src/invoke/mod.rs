@@ -343,10 +343,12 @@ impl Router {
             let catalog = self.registry.catalog_for_run(&cx.tenant, &cx.agent_id, r.version, &cx.run).await?;
             // Read again for the new listing: whether it has grouped tools decides the parse.
             let again = parsed.again(&catalog, call);
-            routed = route::target(&catalog, call, &again);
             refreshed = Some((Resolved { version: r.version, catalog }, again));
         }
         let (r, parsed) = refreshed.as_ref().map_or((r, parsed), |(r, p)| (r, p));
+        if refreshed.is_some() {
+            routed = route::target(&r.catalog, call, parsed);
+        }
         // A tool the listing lacks because its OAuth source lists nothing without the user's
         // token: the user consents first.
         if let route::Route::Fault(ModelFault::UnknownTool { .. } | ModelFault::UnknownGroup { .. }) = &routed
@@ -362,19 +364,19 @@ impl Router {
     }
 
     /// Defers what needs a person or the client; executes the rest.
-    async fn dispatch(&self, cx: &CallContext, r: &Resolved, call: &ToolCall, i: u32, mut arguments: serde_json::Value) -> Result<Outcome> {
+    async fn dispatch(&self, cx: &CallContext, r: &Resolved, call: &ToolCall, i: u32, arguments: &serde_json::Value) -> Result<Outcome> {
         let tool = r.catalog.tool(i);
         // Nulls a strict-mode schema made the model send for optional properties.
-        crate::catalog::adapt::restore_omitted(&mut arguments, tool.input_schema());
-        if let Err(f) = route::check(tool, &cx.run, &arguments) {
+        let arguments = &*crate::catalog::adapt::omitted_restored(arguments, tool.input_schema());
+        if let Err(f) = route::check(tool, &cx.run, arguments) {
             return Ok(Outcome::Fault(f));
         }
         if tool.requires_approval || tool.kind == crate::catalog::ToolKind::Client {
             // A user without a token for an OAuth source consents before anyone approves.
-            if let Some(consent) = self.consent_first(cx, r, call, i, &arguments).await? {
+            if let Some(consent) = self.consent_first(cx, r, call, i, arguments).await? {
                 return Ok(consent);
             }
-            return self.defer(cx, r, call, i, &arguments).await;
+            return self.defer(cx, r, call, i, arguments).await;
         }
         let invocation = execute::Invocation {
             tenant: &cx.tenant,
@@ -390,7 +392,7 @@ impl Router {
         let reply = self.execute(&invocation).await;
         if let crate::call::Reply::Fault(ModelFault::ConsentRequired { consent_url, .. }) = &reply
             && consent_url.is_empty()
-            && let Some(consent) = self.consent_first(cx, r, call, i, &arguments).await?
+            && let Some(consent) = self.consent_first(cx, r, call, i, arguments).await?
         {
             return Ok(consent);
         }

@@ -64,15 +64,15 @@ pub fn search_text<'a>(catalog: &Catalog, parsed: &'a Parsed) -> Option<&'a str>
 }
 
 /// Where a call goes.
-pub enum Route {
+pub enum Route<'a> {
     /// A tool of the catalog, with the arguments meant for it.
-    Tool { index: u32, arguments: Value },
+    Tool { index: u32, arguments: &'a Value },
     /// Nothing to run: the model must correct its call.
     Fault(ModelFault),
 }
 
 /// Resolves the target of a call that is not a discovery call (`parsed` read for `catalog`).
-pub fn target(catalog: &Catalog, call: &ToolCall, parsed: &Parsed) -> Route {
+pub fn target<'a>(catalog: &Catalog, call: &ToolCall, parsed: &'a Parsed) -> Route<'a> {
     let c = &catalog.control;
     let arguments = match &parsed.arguments {
         Ok(v) => v,
@@ -108,12 +108,12 @@ pub fn target(catalog: &Catalog, call: &ToolCall, parsed: &Parsed) -> Route {
             }),
         };
         return match found {
-            Ok(index) => Route::Tool { index, arguments: arguments.clone() },
+            Ok(index) => Route::Tool { index, arguments },
             Err(message) => Route::Fault(ModelFault::UnknownTool { message }),
         };
     }
     if let Some(index) = catalog.direct_tool(&call.tool_name).or_else(|| catalog.by_canonical(&call.tool_name)) {
-        return Route::Tool { index, arguments: arguments.clone() };
+        return Route::Tool { index, arguments };
     }
     let hint = if catalog.has_grouped() {
         format!(" Use {} to find grouped tools and {} to call them.", c.exposed_names()[0], c.call)

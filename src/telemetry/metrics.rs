@@ -81,18 +81,47 @@ fn describe() {
 }
 
 /// A series: its name and label values.
-type Key = (&'static str, &'static str, &'static str);
+type Key = (ByAddress, ByAddress, ByAddress);
+
+/// A `'static` name or label value, told apart by its address, not its text: no text is
+/// hashed or compared per call. The same text at two addresses makes two handles of one
+/// series, both counting into it.
+#[derive(Clone, Copy)]
+struct ByAddress(&'static str);
+
+impl PartialEq for ByAddress {
+    fn eq(&self, other: &Self) -> bool {
+        std::ptr::eq(self.0, other.0)
+    }
+}
+
+impl Eq for ByAddress {}
+
+impl std::hash::Hash for ByAddress {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        state.write_usize(self.0.as_ptr() as usize);
+    }
+}
+
+/// The keys are our own constants' addresses: a fixed fast hash is safe.
+type Handles<T> = RefCell<HashMap<Key, T, foldhash::fast::FixedState>>;
 
 thread_local! {
-    static COUNTERS: RefCell<HashMap<Key, Counter>> = Default::default();
-    static HISTOGRAMS: RefCell<HashMap<Key, Histogram>> = Default::default();
+    static COUNTERS: Handles<Counter> = Default::default();
+    static HISTOGRAMS: Handles<Histogram> = Default::default();
 }
 
 /// Uses the handle of a series with fixed labels, made once per thread: a registry lookup
 /// would build the key, hash it and take a shard lock on every call; a shared handle would
 /// bounce its reference count between cores. Bounded: the keys are `'static` names and label
 /// values, a few dozen in all.
-fn with_handle<T: 'static>(cache: &'static LocalKey<RefCell<HashMap<Key, T>>>, key: Key, make: impl FnOnce() -> T, f: impl FnOnce(&T)) {
+fn with_handle<T: 'static>(
+    cache: &'static LocalKey<Handles<T>>,
+    key: (&'static str, &'static str, &'static str),
+    make: impl FnOnce() -> T,
+    f: impl FnOnce(&T),
+) {
+    let key = (ByAddress(key.0), ByAddress(key.1), ByAddress(key.2));
     cache.with(|c| {
         if let Some(h) = c.borrow().get(&key) {
             return f(h);

@@ -242,7 +242,12 @@ impl Upstream {
     async fn slot(&self, key: &SourceKey, max: u32) -> Option<OwnedSemaphorePermit> {
         let max = if max == 0 { self.config.default_max_concurrency } else { max };
         let semaphore = self.limits.get(key, max);
-        tokio::time::timeout(self.config.queue_wait, semaphore.acquire_owned()).await.ok()?.ok()
+        // Mostly free: taken without setting up the wait's timer.
+        match semaphore.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(tokio::sync::TryAcquireError::Closed) => None,
+            Err(tokio::sync::TryAcquireError::NoPermits) => tokio::time::timeout(self.config.queue_wait, semaphore.acquire_owned()).await.ok()?.ok(),
+        }
     }
 
     /// Sends one call to its source, within the source's limit and the call's deadline.

@@ -107,6 +107,11 @@ fn strict_nulls_for_optional_properties_are_removed_and_other_nulls_kept() {
     let mut args = json!({"pay": {"card": "4242", "cvc": null, "memo": null}});
     restore_omitted(&mut args, &alternatives);
     assert_eq!(args, json!({"pay": {"card": "4242", "memo": null}}), "memo takes null in one alternative: kept");
+    // The copying form: the arguments themselves when they hold no null, else restored.
+    let plain = json!({"q": "x", "at": {"city": "Oslo"}});
+    assert!(matches!(omitted_restored(&plain, &schema), std::borrow::Cow::Borrowed(a) if std::ptr::eq(a, &plain)));
+    let nulls = json!({"q": "x", "limit": null});
+    assert_eq!(omitted_restored(&nulls, &schema).into_owned(), json!({"q": "x"}));
 }
 
 #[test]

@@ -71,7 +71,9 @@ impl Router {
         let mut attempt = 0;
         loop {
             let started = Instant::now();
-            let execution = self.upstream.execute(request).await;
+            // Boxed: the client's future is most of a call's state, and every future above
+            // it would otherwise hold (and move) a copy of its size.
+            let execution = Box::pin(self.upstream.execute(request)).await;
             if execution.reached() {
                 let kind = if matches!(source.kind, SourceKind::Mcp(_)) { "mcp" } else { "function" };
                 crate::telemetry::metrics::executor_call(kind, started.elapsed());

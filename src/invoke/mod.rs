@@ -340,7 +340,7 @@ impl Router {
             && r.catalog.has_mcp_sources()
             && self.registry.refresh_for_run(&cx.tenant, &cx.agent_id, r.version, &r.catalog, &cx.run, self.upstream.config().refresh_min_age)
         {
-            let catalog = self.registry.catalog_for_run(&cx.tenant, &cx.agent_id, r.version, &cx.run).await?;
+            let catalog = Box::pin(self.registry.catalog_for_run(&cx.tenant, &cx.agent_id, r.version, &cx.run)).await?;
             // Read again for the new listing: whether it has grouped tools decides the parse.
             let again = parsed.again(&catalog, call);
             refreshed = Some((Resolved { version: r.version, catalog }, again));
@@ -353,7 +353,7 @@ impl Router {
         // token: the user consents first.
         if let route::Route::Fault(ModelFault::UnknownTool { .. } | ModelFault::UnknownGroup { .. }) = &routed
             && let Some((group, tool, tool_arguments)) = route::named_target(&r.catalog, call, parsed)
-            && let Some(consent) = self.consent_for_group(cx, r, call, group, tool, tool_arguments).await?
+            && let Some(consent) = Box::pin(self.consent_for_group(cx, r, call, group, tool, tool_arguments)).await?
         {
             return Ok(consent);
         }
@@ -373,10 +373,10 @@ impl Router {
         }
         if tool.requires_approval || tool.kind == crate::catalog::ToolKind::Client {
             // A user without a token for an OAuth source consents before anyone approves.
-            if let Some(consent) = self.consent_first(cx, r, call, i, arguments).await? {
+            if let Some(consent) = Box::pin(self.consent_first(cx, r, call, i, arguments)).await? {
                 return Ok(consent);
             }
-            return self.defer(cx, r, call, i, arguments).await;
+            return Box::pin(self.defer(cx, r, call, i, arguments)).await;
         }
         let invocation = execute::Invocation {
             tenant: &cx.tenant,
@@ -392,7 +392,7 @@ impl Router {
         let reply = self.execute(&invocation).await;
         if let crate::call::Reply::Fault(ModelFault::ConsentRequired { consent_url, .. }) = &reply
             && consent_url.is_empty()
-            && let Some(consent) = self.consent_first(cx, r, call, i, arguments).await?
+            && let Some(consent) = Box::pin(self.consent_first(cx, r, call, i, arguments)).await?
         {
             return Ok(consent);
         }

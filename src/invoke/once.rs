@@ -58,7 +58,7 @@ impl Router {
                     match &outcome {
                         Ok(o) => this.store_outcome(&key, o).await,
                         // A protocol fault is not an outcome: let a retry run it again.
-                        Err(_) => store.release_call(&key).await?,
+                        Err(_) => Box::pin(store.release_call(&key)).await?,
                     }
                     outcome.map(Attempt::Ran)
                 }
@@ -85,7 +85,7 @@ impl Router {
                         }
                         continue;
                     }
-                    if let Some(outcome) = self.await_elsewhere(&key, &call.tool_name, lease_until).await? {
+                    if let Some(outcome) = Box::pin(self.await_elsewhere(&key, &call.tool_name, lease_until)).await? {
                         return Ok(outcome);
                     }
                 }
@@ -276,8 +276,9 @@ mod tests {
         assert_eq!(fingerprint(&call, &Err("bad".into())), "1f479ac1812294f004e4e823ef5f34e16b1d9a6b860508f4791a5a071516ca12");
     }
 
-    #[tokio::test]
-    async fn a_call_cancelled_while_its_claim_is_queued_still_runs_and_its_retry_gets_the_outcome() {
+    /// A router over an in-memory store with one agent "ui" of one client tool "confirm", and
+    /// the context of run "r1".
+    async fn client_tool_router() -> (Store, Arc<Router>, CallContext) {
         let store = Store::open("sqlite::memory:").await.expect("store");
         let clock: Arc<dyn crate::clock::Clock> = Arc::new(crate::clock::SystemClock);
         let registry = Registry::new(store.clone(), clock.clone(), 1 << 20).with_cache_refresh(Duration::from_secs(60));
@@ -294,6 +295,22 @@ mod tests {
         let principal = Principal { tenant: "t".into(), identity: Default::default() };
         let addressed = Addressed { agent_id: "ui".into(), run: RunContext { run_id: "r1".into(), ..Default::default() }, ..Default::default() };
         let cx = admission.call(&principal, addressed).await.expect("admitted");
+        (store, router, cx)
+    }
+
+    #[tokio::test]
+    async fn a_tool_calls_future_stays_under_4_kib() {
+        let (_store, router, cx) = client_tool_router().await;
+        let call = ToolCall { tool_call_id: "c0".into(), tool_name: "confirm".into(), arguments_json: "{}".into() };
+        // The client's future is boxed where it is made: else every future above it would
+        // hold (and move, once per layer) a copy of its 6 KB.
+        let size = std::mem::size_of_val(&router.handle(&cx, &call));
+        assert!(size < 4096, "a call's future takes {size} bytes");
+    }
+
+    #[tokio::test]
+    async fn a_call_cancelled_while_its_claim_is_queued_still_runs_and_its_retry_gets_the_outcome() {
+        let (store, router, cx) = client_tool_router().await;
         let call = |id: &str| ToolCall { tool_call_id: id.into(), tool_name: "confirm".into(), arguments_json: "{}".into() };
         // A first call pins the run and loads the catalog, so the next one waits only for its claim.
         router.handle(&cx, &call("c0")).await.expect("first call");

@@ -21,7 +21,6 @@ use crate::search::natural::{NaturalConfig, NaturalIndex};
 use crate::search::{DocText, SearchDoc, fields};
 
 mod reuse;
-use crate::threads::on_threads;
 use reuse::{distinct_fresh, prepare_all, reused_schemas, unchanged_docs};
 
 /// Randomly seeded per process: schema texts come from tenants and upstream servers.
@@ -77,9 +76,6 @@ fn fitted(mut s: String) -> String {
     s.shrink_to_fit();
     s
 }
-
-/// Fewer tools are drafted on the calling thread.
-const PARALLEL_FROM_TOOLS: usize = 2048;
 
 /// A compiled validator takes about this many bytes per byte of its schema's text (measured
 /// by `tests/catalog_size.rs`; rounded up).
@@ -368,25 +364,17 @@ impl Catalog {
         let mut tools: Vec<PreparedTool> = Vec::with_capacity(decls.len());
         // Names taken so far, borrowed from the definition: (group, local name) stands for the
         // canonical name, which is injective (group names cannot contain `__`).
-        let mut seen_grouped: HashSet<(&str, &str), RandomState> = HashSet::with_capacity_and_hasher(decls.len(), RandomState::default());
+        let mut seen_grouped: HashSet<(&str, &str), RandomState> = HashSet::default();
         let mut seen_direct: HashSet<&str, RandomState> = HashSet::default();
         // Exposed names (SPEC §3) validation checked for declared tools; listed tools must
         // not take one of them, nor one another listed tool took first (gathered only when a
         // source is listed: a pass over every tool).
         let mut exposed = if from_listing.contains(&true) { declared_exposed_names(def, listed, &group_of, &control) } else { HashSet::new() };
-        // Each tool but for the choices that depend on the tools before it (names taken,
-        // exposed). Independent: a recompile, which reuses most schemas, drafts them on
-        // several threads (most of its time). A first compile drafts on this thread: its
-        // workers' fresh heaps would fault in new pages for every tool (measured slower).
-        let parallel_from = if previous.is_some() { PARALLEL_FROM_TOOLS } else { usize::MAX };
-        let drafts = on_threads(&decls, parallel_from, |i, &(_, decl)| {
-            let si = source_of[i];
-            let schema = slots[i].clone().or_else(|at| prepared[at].clone());
-            draft(&def.sources[si], si, group_names[si], from_listing[si], decl, schema, &bytes)
-        });
-        drop(slots);
-        for ((&si, &(source_id, decl)), drafted) in source_of.iter().zip(&decls).zip(drafts) {
-            let mut tool = match drafted {
+        for ((&si, &(source_id, decl)), slot) in source_of.iter().zip(&decls).zip(slots) {
+            let source = &def.sources[si];
+            let schema = slot.or_else(|at| prepared[at].clone());
+            // All but the choices that depend on the tools before it (names taken, exposed).
+            let mut tool = match draft(source, si, group_names[si], from_listing[si], decl, schema, &bytes) {
                 Ok(tool) => tool,
                 Err(skipped) => {
                     diagnostics.push(format!("source {source_id:?}: tool {:?} skipped: {skipped}", decl.name));

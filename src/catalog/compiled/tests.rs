@@ -38,23 +38,3 @@ fn grouped_tools_are_ordered_by_canonical_name_and_found_by_it() {
         assert_eq!(catalog.direct_tool("direct_one").map(|t| catalog.tool(t).name.as_str()), Some("direct_one"));
     }
 }
-
-#[test]
-fn a_large_recompile_drafted_on_several_threads_equals_a_compile_alone() {
-    let tools = 3 * PARALLEL_FROM_TOOLS;
-    let first = Catalog::compile(&definition(tools), &Default::default());
-    let mut def = definition(tools);
-    if let SourceKind::Client(c) = &mut def.sources[1].kind {
-        c.tools[5].description = "Changed.".into();
-        // A name taken twice: skipped, with its diagnostic in declaration order.
-        let twice = c.tools[9].clone();
-        c.tools.insert(2000, twice);
-    }
-    let alone = Catalog::compile(&def, &Default::default());
-    let reused = Catalog::compile_from(&def, &Default::default(), Some(&first));
-    let tools_of = |c: &Catalog| c.tools.iter().map(|t| (t.name.clone(), t.description.clone(), t.source, t.pin)).collect::<Vec<_>>();
-    assert_eq!(tools_of(&reused), tools_of(&alone));
-    assert_eq!(reused.diagnostics, alone.diagnostics);
-    assert_eq!(alone.diagnostics.len(), 1, "{:?}", alone.diagnostics);
-    assert_eq!(reused.grouped_by_name, alone.grouped_by_name);
-}

@@ -12,7 +12,7 @@ const DECODE_FAILURE: &str = "failed%20to%20decode%20Protobuf%20message";
 
 /// Our deadline fires this much before tonic's (which starts a moment earlier and is polled
 /// after ours): the caller hears DEADLINE_EXCEEDED.
-pub const AHEAD: Duration = Duration::from_millis(2);
+pub(super) const AHEAD: Duration = Duration::from_millis(2);
 
 /// The `grpc-timeout` a client sent.
 pub fn grpc_timeout(headers: &http::HeaderMap) -> Option<Duration> {
